@@ -1,0 +1,132 @@
+"""Pure helpers that turn peer-supplied request data into bounded span and metric attributes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from otel_mcp_cancel.conventions import (
+    ERROR_TYPE,
+    GEN_AI_OPERATION_EXECUTE_TOOL,
+    GEN_AI_OPERATION_NAME,
+    GEN_AI_PROMPT_NAME,
+    GEN_AI_TOOL_NAME,
+    JSONRPC_REQUEST_ID,
+    MAX_ATTRIBUTE_LENGTH,
+    MCP_METHOD_NAME,
+    MCP_PROTOCOL_VERSION,
+    MCP_RESOURCE_URI,
+    NETWORK_TRANSPORT,
+    OTHER,
+    PROMPTS_GET,
+    RPC_RESPONSE_STATUS_CODE,
+    TOOL_OUTCOME,
+    TOOLS_CALL,
+)
+from otel_mcp_cancel.outcome import Verdict
+
+# Methods a client can send are a closed set in the spec; anything else is
+# folded for metrics so a peer cannot mint series with invented method names.
+KNOWN_METHODS = frozenset(
+    {
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "subscriptions/listen",
+        "logging/setLevel",
+        "completion/complete",
+        "tasks/get",
+        "tasks/result",
+        "tasks/list",
+        "tasks/cancel",
+    }
+)
+
+
+def bounded(value: object) -> str:
+    """A peer-supplied value as a string of at most MAX_ATTRIBUTE_LENGTH characters."""
+    text = value if isinstance(value, str) else repr(value)
+    return text[:MAX_ATTRIBUTE_LENGTH]
+
+
+def target_name(params: Mapping[str, Any] | None) -> str | None:
+    """The tool or prompt name a request names, if it is a string."""
+    name = params.get("name") if isinstance(params, Mapping) else None
+    return bounded(name) if isinstance(name, str) else None
+
+
+def span_name(method: str, target: str | None, target_registered: bool) -> str:
+    """`{mcp.method.name} {target}`; an unregistered target folds to _OTHER to keep span names low-cardinality."""
+    if target is None:
+        return bounded(method)
+    return f"{bounded(method)} {target if target_registered else OTHER}"
+
+
+def request_attributes(
+    method: str,
+    params: Mapping[str, Any] | None,
+    request_id: object,
+    network_transport: str | None,
+) -> dict[str, Any]:
+    """Span attributes known when a request arrives."""
+    attributes: dict[str, Any] = {MCP_METHOD_NAME: bounded(method)}
+    if request_id is not None:
+        attributes[JSONRPC_REQUEST_ID] = bounded(str(request_id))
+    target = target_name(params)
+    if method == TOOLS_CALL:
+        attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
+        if target is not None:
+            attributes[GEN_AI_TOOL_NAME] = target
+    elif method == PROMPTS_GET and target is not None:
+        attributes[GEN_AI_PROMPT_NAME] = target
+    uri = params.get("uri") if isinstance(params, Mapping) else None
+    if isinstance(uri, str):
+        attributes[MCP_RESOURCE_URI] = bounded(uri)
+    if network_transport is not None:
+        attributes[NETWORK_TRANSPORT] = network_transport
+    return attributes
+
+
+def verdict_attributes(method: str, verdict: Verdict) -> dict[str, Any]:
+    """Attributes the verdict adds to the span and to the duration metric."""
+    attributes: dict[str, Any] = {}
+    if method == TOOLS_CALL:
+        attributes[TOOL_OUTCOME] = verdict.outcome
+    if verdict.error_type is not None:
+        attributes[ERROR_TYPE] = verdict.error_type
+    if verdict.status_code is not None:
+        attributes[RPC_RESPONSE_STATUS_CODE] = verdict.status_code
+    return attributes
+
+
+def metric_attributes(
+    method: str,
+    tool_name: str | None,
+    tool_registered: bool,
+    protocol_version: str | None,
+    network_transport: str | None,
+) -> dict[str, Any]:
+    """The allow-listed, low-cardinality attributes every server metric shares.
+
+    Never request ids, session ids or reasons. A tool name the server has not
+    registered becomes _OTHER, so random names cannot grow the series count.
+    """
+    attributes: dict[str, Any] = {MCP_METHOD_NAME: method if method in KNOWN_METHODS else OTHER}
+    if method == TOOLS_CALL:
+        attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
+        if tool_name is not None:
+            attributes[GEN_AI_TOOL_NAME] = tool_name if tool_registered else OTHER
+    if protocol_version is not None:
+        attributes[MCP_PROTOCOL_VERSION] = bounded(protocol_version)
+    if network_transport is not None:
+        attributes[NETWORK_TRANSPORT] = network_transport
+    return attributes

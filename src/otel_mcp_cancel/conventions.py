@@ -1,0 +1,60 @@
+"""Every string this plugin writes: outcome values, attribute keys, event names, metric names.
+
+One string travels end to end: the value written on a span is the value in the
+metric attribute, the collector pipeline and the dashboard query. Nothing else
+in the package spells these names out.
+"""
+
+# What the caller got from a tools/call.
+OUTCOME_OK = "ok"
+OUTCOME_FAILED = "failed"
+OUTCOME_CANCELLED = "cancelled"
+OUTCOMES = (OUTCOME_OK, OUTCOME_FAILED, OUTCOME_CANCELLED)
+
+# This plugin's own attributes.
+TOOL_OUTCOME = "tool.outcome"
+TOOL_HANDLER_OUTCOME = "tool.handler_outcome"
+MCP_CANCEL_REASON = "mcp.cancel.reason"
+
+# Semantic-convention attributes (MCP conventions, semantic-conventions-genai).
+MCP_METHOD_NAME = "mcp.method.name"
+MCP_PROTOCOL_VERSION = "mcp.protocol.version"
+MCP_RESOURCE_URI = "mcp.resource.uri"
+JSONRPC_REQUEST_ID = "jsonrpc.request.id"
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_PROMPT_NAME = "gen_ai.prompt.name"
+NETWORK_TRANSPORT = "network.transport"
+ERROR_TYPE = "error.type"
+RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
+
+GEN_AI_OPERATION_EXECUTE_TOOL = "execute_tool"
+TOOLS_CALL = "tools/call"
+TOOLS_LIST = "tools/list"
+PROMPTS_GET = "prompts/get"
+NOTIFICATIONS_CANCELLED = "notifications/cancelled"
+
+# Values of error.type that are not a JSON-RPC code.
+ERROR_TYPE_TOOL_ERROR = "tool_error"
+OTHER = "_OTHER"  # semconv's fallback for error.type, and the fold for unregistered tool names
+
+NETWORK_TRANSPORT_PIPE = "pipe"
+NETWORK_TRANSPORT_TCP = "tcp"
+
+# Span events.
+EVENT_REQUEST_CANCELLED = "mcp.request.cancelled"
+EVENT_GHOST_SUPPRESSED = "mcp.ghost_response.suppressed"
+
+# Metrics.
+SERVER_OPERATION_DURATION = "mcp.server.operation.duration"
+SERVER_GHOST_RESPONSES = "mcp.server.ghost_responses"
+
+# The WARNING line a ghost writes on logger "otel_mcp_cancel" starts with this.
+GHOST_LOG_PREFIX = "mcp.ghost_response.suppressed_after_cancel_ack"
+
+# JSON-RPC codes semconv calls the caller's fault: the outcome is still failed,
+# but the server span status stays UNSET.
+CALLER_FAULT_CODES = frozenset({-32700, -32600, -32601, -32602, -32002})
+
+# Peer-supplied strings (reasons, names, URIs) are cut to this many characters.
+MAX_ATTRIBUTE_LENGTH = 256

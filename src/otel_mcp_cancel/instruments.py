@@ -1,0 +1,36 @@
+"""Every metric this plugin records, created once from one meter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from opentelemetry.metrics import Counter, Histogram, Meter
+
+from otel_mcp_cancel.conventions import SERVER_GHOST_RESPONSES, SERVER_OPERATION_DURATION
+
+# Tool calls run from milliseconds to minutes; semconv's default buckets stop too early.
+DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+
+
+@dataclass(frozen=True)
+class Instruments:
+    server_operation_duration: Histogram
+    server_ghost_responses: Counter
+
+
+def create_instruments(meter: Meter) -> Instruments:
+    return Instruments(
+        server_operation_duration=meter.create_histogram(
+            SERVER_OPERATION_DURATION,
+            unit="s",
+            description="MCP request duration as observed on the server, from receipt until the answer is written "
+            "or the request settles unanswered.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+        ),
+        server_ghost_responses=meter.create_counter(
+            SERVER_GHOST_RESPONSES,
+            unit="{response}",
+            description="Requests whose handler completed (side effects done) but whose answer was suppressed "
+            "because the caller had cancelled.",
+        ),
+    )

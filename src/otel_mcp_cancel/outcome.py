@@ -1,0 +1,114 @@
+"""What ok, failed, cancelled and ghost mean. The one place that decides it.
+
+Every hook (server or client, mcp 1.x or 2.x) only reports what it saw:
+how the handler ended, what answer reached the wire, and whether the caller
+cancelled. `classify` turns those observations into the verdict that spans,
+metrics and logs record. Pure: no I/O, no OpenTelemetry, no mcp imports.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from otel_mcp_cancel.conventions import (
+    CALLER_FAULT_CODES,
+    ERROR_TYPE_TOOL_ERROR,
+    OTHER,
+    OUTCOME_CANCELLED,
+    OUTCOME_FAILED,
+    OUTCOME_OK,
+)
+
+
+class HandlerEnd(enum.Enum):
+    """How the request's handler finished, as seen where it returns."""
+
+    RETURNED = "returned"  # a result that is not isError
+    RETURNED_TOOL_ERROR = "returned_tool_error"  # a result with isError: true
+    RAISED = "raised"  # an exception that becomes a JSON-RPC error
+    INTERRUPTED = "interrupted"  # cancelled before it finished
+
+    @property
+    def completed(self) -> bool:
+        """The handler ran to its end, so its side effects happened."""
+        return self is not HandlerEnd.INTERRUPTED
+
+    @property
+    def handler_outcome(self) -> str:
+        return OUTCOME_OK if self is HandlerEnd.RETURNED else OUTCOME_FAILED
+
+
+class AnswerKind(enum.Enum):
+    RESULT = "result"
+    ERROR = "error"
+    CANCEL_ACK = "cancel_ack"  # mcp 1.x answers a cancel with ErrorData(code=0, "Request cancelled")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The first answer for the request id that went to the wire (a started write counts)."""
+
+    kind: AnswerKind
+    is_tool_error: bool = False
+    code: int | None = None
+
+    @classmethod
+    def result(cls, is_tool_error: bool) -> Answer:
+        return cls(AnswerKind.RESULT, is_tool_error=is_tool_error)
+
+    @classmethod
+    def error(cls, code: int | None) -> Answer:
+        return cls(AnswerKind.ERROR, code=code)
+
+    @classmethod
+    def cancel_ack(cls) -> Answer:
+        return cls(AnswerKind.CANCEL_ACK)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str
+    error_type: str | None = None
+    status_code: str | None = None  # rpc.response.status_code: the JSON-RPC error code, as a string
+    span_error: bool = False
+    ghost_handler_outcome: str | None = None  # set only for a ghost: what the handler had produced
+
+    @property
+    def is_ghost(self) -> bool:
+        return self.ghost_handler_outcome is not None
+
+
+def classify(
+    handler: HandlerEnd | None,
+    answer: Answer | None,
+    cancelled: bool,
+    *,
+    cancelled_is_error: bool = False,
+) -> Verdict:
+    """Decide the outcome of one request.
+
+    - An answer on the wire decides: a result is ok (failed if isError), a
+      JSON-RPC error is failed. A cancel that came after it changes nothing.
+    - No answer (or only a cancel acknowledgement) after the caller cancelled,
+      or a handler that was interrupted, is cancelled. If the handler had
+      completed anyway, its answer was suppressed: that is a ghost.
+    - No answer and no cancel is a failure we cannot name: error.type _OTHER.
+    """
+    if answer is not None and answer.kind is AnswerKind.RESULT:
+        if answer.is_tool_error:
+            return Verdict(OUTCOME_FAILED, error_type=ERROR_TYPE_TOOL_ERROR, span_error=True)
+        return Verdict(OUTCOME_OK)
+    if answer is not None and answer.kind is AnswerKind.ERROR:
+        code = None if answer.code is None else str(answer.code)
+        return Verdict(
+            OUTCOME_FAILED,
+            error_type=code or OTHER,
+            status_code=code,
+            span_error=answer.code not in CALLER_FAULT_CODES,
+        )
+    acknowledged = answer is not None and answer.kind is AnswerKind.CANCEL_ACK
+    if cancelled or acknowledged or handler is HandlerEnd.INTERRUPTED:
+        ghost = handler.handler_outcome if handler is not None and handler.completed else None
+        return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=ghost)
+    return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True)

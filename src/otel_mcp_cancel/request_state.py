@@ -1,0 +1,109 @@
+"""Per-request bookkeeping: what the hooks observed about one inbound request while it is in flight.
+
+A record is opened by the outermost hook that sees the request (the layer that
+writes its answer), found by inner hooks through a context variable, and found
+by the cancel-notification hook through the key the SDK uses for the request.
+It is dropped when the request settles, so the live count returns to zero.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.trace import Span
+
+from otel_mcp_cancel.outcome import Answer, HandlerEnd
+
+
+@dataclass(eq=False)
+class RequestRecord:
+    method: str
+    params: Any
+    request_id: object
+    network_transport: str | None
+    span: Span
+    started: float = field(default_factory=time.perf_counter)
+    handler_claimed: bool = False  # an inner hook is reporting how the handler ended
+    handler: HandlerEnd | None = None
+    answer: Answer | None = None
+    cancelled: bool = False
+    cancel_reason: str | None = None
+    cancel_time_ns: int | None = None
+    protocol_version: str | None = None
+    tool_registered: bool = False
+
+    def note_handler(self, end: HandlerEnd) -> None:
+        if self.handler is None:
+            self.handler = end
+
+    def note_answer(self, answer: Answer) -> None:
+        # Only the first answer counts: it is the one the peer can have seen.
+        if self.answer is None:
+            self.answer = answer
+
+    def note_cancel(self, reason: str | None, at_ns: int | None = None) -> None:
+        # A duplicate cancel keeps the first one's reason and time.
+        if not self.cancelled:
+            self.cancelled = True
+            self.cancel_reason = reason
+            self.cancel_time_ns = at_ns if at_ns is not None else time.time_ns()
+
+
+current_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar(
+    "otel_mcp_cancel_current_record", default=None
+)
+
+
+class LiveRequests:
+    """Records in flight, keyed by the SDK object a cancel notification leads to (the dispatch context).
+
+    A cancel can arrive after the SDK queued a request but before its task
+    started; its reason waits in `_early` until the record opens, and leaves
+    with the key object if the task never starts.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[int, RequestRecord] = {}
+        self._early: dict[int, tuple[weakref.ref[Any], str | None, int]] = {}
+
+    def add(self, key: object, record: RequestRecord) -> None:
+        with self._lock:
+            self._records[id(key)] = record
+            early = self._early.pop(id(key), None)
+        if early is not None and early[0]() is key:
+            record.note_cancel(early[1], early[2])
+
+    def note_cancel(self, key: object, reason: str | None) -> None:
+        now = time.time_ns()
+        with self._lock:
+            record = self._records.get(id(key))
+            if record is None:
+                if id(key) not in self._early:
+                    drop = functools.partial(self._drop_early, id(key))
+                    self._early[id(key)] = (weakref.ref(key, drop), reason, now)
+                return
+        record.note_cancel(reason, now)
+
+    def _drop_early(self, key_id: int, _ref: object) -> None:
+        with self._lock:
+            self._early.pop(key_id, None)
+
+    def discard(self, key: object, record: RequestRecord) -> None:
+        with self._lock:
+            if self._records.get(id(key)) is record:
+                del self._records[id(key)]
+
+    def __len__(self) -> int:
+        """Requests and early cancels still held: zero once traffic has settled."""
+        with self._lock:
+            return len(self._records) + len(self._early)
+
+
+LIVE = LiveRequests()

@@ -1,0 +1,234 @@
+"""Hooks into the mcp 2.x server. Thin: each wrapper reports what it saw and decides nothing.
+
+Where a 2.x request lives (see the README's "How it hooks in"):
+- stream transports (stdio, SSE, streamable HTTP sessions, memory streams):
+  `JSONRPCDispatcher._handle_request` runs the handler and then writes a result,
+  writes an error, or settles unanswered after a cancel. The span lives here.
+- in-process `Client(server)`: `DirectDispatcher._dispatch_request` returns the
+  answer to the caller, or raises when the caller gave up.
+- every path: `ServerRunner._on_request` returns the handler's result or raises.
+  It reports how the handler ended; on the one path with no hook outside it
+  (the 2026-07-28 single-exchange HTTP entry) it also owns the span.
+- `OpenTelemetryMiddleware`: the SDK's own span steps aside while ours is current,
+  so there is exactly one SERVER span per request.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+from mcp.server.runner import ServerRunner
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params, handler_exception_to_error_data
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import INTERNAL_ERROR, REQUEST_TIMEOUT
+
+from otel_mcp_cancel import tool_registry
+from otel_mcp_cancel.attributes import bounded, target_name
+from otel_mcp_cancel.conventions import (
+    JSONRPC_REQUEST_ID,
+    NETWORK_TRANSPORT_PIPE,
+    NETWORK_TRANSPORT_TCP,
+    NOTIFICATIONS_CANCELLED,
+    TOOLS_CALL,
+    TOOLS_LIST,
+)
+from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.hooks import Hook
+from otel_mcp_cancel.outcome import Answer, HandlerEnd
+from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
+from otel_mcp_cancel.server_telemetry import ServerTelemetry
+
+_SERVER_HANDLER_MODULE = ServerRunner.__module__
+
+# Set in the serving task's context when it enters `stdio_server`; handler tasks inherit it.
+stdio_transport: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "otel_mcp_cancel_stdio_transport", default=None
+)
+
+# `stdio_server` is imported by name into these modules too; each binding is wrapped.
+_STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.mcpserver.server", "mcp")
+
+
+def _is_server_handler(on_request: object) -> bool:
+    """Server-side dispatchers are driven by the runner's callbacks; a client's are not."""
+    return getattr(on_request, "__module__", None) == _SERVER_HANDLER_MODULE
+
+
+def _network_transport(dctx: Any) -> str | None:
+    metadata = getattr(dctx, "message_metadata", None)
+    if isinstance(metadata, ServerMessageMetadata) and metadata.request_context is not None:
+        return NETWORK_TRANSPORT_TCP
+    return stdio_transport.get()
+
+
+def _is_tool_error(result: object) -> bool:
+    return isinstance(result, Mapping) and result.get("isError") is True
+
+
+def _cancel_reason(params: object) -> str | None:
+    reason = params.get("reason") if isinstance(params, Mapping) else None
+    return bounded(reason) if isinstance(reason, str) else None
+
+
+def _error_code(exc: BaseException) -> int:
+    error = handler_exception_to_error_data(exc)
+    return INTERNAL_ERROR if error is None else error.code
+
+
+def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
+    return args[index] if len(args) > index else kwargs[name]
+
+
+class ServerHooksV2:
+    def __init__(self, telemetry: ServerTelemetry) -> None:
+        self._telemetry = telemetry
+        self.active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
+
+    def hooks(self) -> list[Hook]:
+        return [
+            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._handle_request", self._handle_request),
+            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._write_result", self._write_result),
+            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._write_error", self._write_error),
+            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._dispatch_notification", self._notification),
+            Hook("mcp.shared.direct_dispatcher", "DirectDispatcher._dispatch_request", self._direct_request),
+            Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request),
+            Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware),
+            *(Hook(module, "stdio_server", self._stdio_server) for module in _STDIO_SERVER_BINDINGS),
+        ]
+
+    # -- stream transports -------------------------------------------------
+
+    async def _handle_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        req = _arg(args, kwargs, 0, "req")
+        dctx = _arg(args, kwargs, 1, "dctx")
+        if not self.active or not _is_server_handler(_arg(args, kwargs, 3, "on_request")):
+            return await wrapped(*args, **kwargs)
+        record = self._telemetry.open(req.method, req.params, req.id, _network_transport(dctx))
+        if record is None:
+            return await wrapped(*args, **kwargs)
+        LIVE.add(dctx, record)
+        with self._telemetry.serving(record):
+            try:
+                return await wrapped(*args, **kwargs)
+            finally:
+                if dctx.cancel_requested.is_set():
+                    record.note_cancel(None)  # keeps the notification's reason if the cancel hook saw it
+                LIVE.discard(dctx, record)
+
+    async def _write_result(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        record = current_record.get()
+        if self.active and record is not None and record.request_id == _arg(args, kwargs, 0, "request_id"):
+            record.note_answer(Answer.result(_is_tool_error(_arg(args, kwargs, 1, "result"))))
+        return await wrapped(*args, **kwargs)
+
+    async def _write_error(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        record = current_record.get()
+        if self.active and record is not None and record.request_id == _arg(args, kwargs, 0, "request_id"):
+            record.note_answer(Answer.error(_arg(args, kwargs, 1, "error").code))
+        return await wrapped(*args, **kwargs)
+
+    def _notification(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        msg = _arg(args, kwargs, 0, "msg")
+        if self.active and msg.method == NOTIFICATIONS_CANCELLED:
+            with contained("observing a cancel notification"):
+                request_id = cancelled_request_id_from_params(msg.params)
+                in_flight = instance._in_flight.get(coerce_request_id(request_id)) if request_id is not None else None
+                if in_flight is not None:
+                    LIVE.note_cancel(in_flight.dctx, _cancel_reason(msg.params))
+        return wrapped(*args, **kwargs)
+
+    # -- in-process ----------------------------------------------------------
+
+    async def _direct_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if not self.active or not _is_server_handler(instance._on_request):
+            return await wrapped(*args, **kwargs)
+        method, params = _arg(args, kwargs, 0, "method"), _arg(args, kwargs, 1, "params")
+        record = self._telemetry.open(method, params, None, None)
+        if record is None:
+            return await wrapped(*args, **kwargs)
+        with self._telemetry.serving(record):
+            try:
+                result = await wrapped(*args, **kwargs)
+            except MCPError as exc:
+                if exc.error.code == REQUEST_TIMEOUT and record.handler is HandlerEnd.INTERRUPTED:
+                    record.note_cancel(None)  # the caller's deadline fired: nothing was answered
+                else:
+                    record.note_answer(Answer.error(exc.error.code))
+                raise
+            record.note_answer(Answer.result(_is_tool_error(result)))
+            return result
+
+    # -- every path ------------------------------------------------------------
+
+    async def _runner_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if not self.active:
+            return await wrapped(*args, **kwargs)
+        dctx, method = _arg(args, kwargs, 0, "dctx"), _arg(args, kwargs, 1, "method")
+        record = current_record.get()
+        if record is not None and not record.handler_claimed and record.method == method:
+            return await self._observe_handler(record, instance, dctx, wrapped, args, kwargs)
+        # Nothing outside the runner saw this request: the single-exchange HTTP entry.
+        record = self._telemetry.open(method, _arg(args, kwargs, 2, "params"), dctx.request_id, _network_transport(dctx))
+        if record is None:
+            return await wrapped(*args, **kwargs)
+        with self._telemetry.serving(record):
+            try:
+                result = await self._observe_handler(record, instance, dctx, wrapped, args, kwargs)
+            except Exception as exc:
+                record.note_answer(Answer.error(_error_code(exc)))
+                raise
+            if anyio.current_effective_deadline() == -math.inf:
+                record.note_cancel(None)  # the caller hung up: this result will not be written
+            else:
+                record.note_answer(Answer.result(_is_tool_error(result)))
+            return result
+
+    async def _observe_handler(
+        self, record: RequestRecord, runner: Any, dctx: Any, wrapped: Any, args: Any, kwargs: Any
+    ) -> Any:
+        record.handler_claimed = True
+        try:
+            result = await wrapped(*args, **kwargs)
+        except anyio.get_cancelled_exc_class():
+            record.note_handler(HandlerEnd.INTERRUPTED)
+            raise
+        except BaseException:
+            record.note_handler(HandlerEnd.RAISED)
+            raise
+        finally:
+            with contained("reading the server's request context"):
+                self._describe(record, runner, dctx)
+        record.note_handler(HandlerEnd.RETURNED_TOOL_ERROR if _is_tool_error(result) else HandlerEnd.RETURNED)
+        if record.method == TOOLS_LIST:
+            with contained("reading a tools/list answer"):
+                tool_registry.learn_listing(runner.server, result)
+        return result
+
+    @staticmethod
+    def _describe(record: RequestRecord, runner: Any, dctx: Any) -> None:
+        """What only the runner knows: the negotiated protocol version, the server's tools, the request id."""
+        record.protocol_version = runner.connection.protocol_version
+        if record.method == TOOLS_CALL:
+            record.tool_registered = tool_registry.is_registered(runner.server, target_name(record.params))
+        if record.request_id is None and dctx.request_id is not None:
+            record.request_id = dctx.request_id
+            record.span.set_attribute(JSONRPC_REQUEST_ID, bounded(str(dctx.request_id)))
+
+    async def _sdk_middleware(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if self.active and current_record.get() is not None:
+            ctx, call_next = _arg(args, kwargs, 0, "ctx"), _arg(args, kwargs, 1, "call_next")
+            return await call_next(ctx)
+        return await wrapped(*args, **kwargs)
+
+    def _stdio_server(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if self.active:
+            stdio_transport.set(NETWORK_TRANSPORT_PIPE)
+        return wrapped(*args, **kwargs)
+
+

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from otel_mcp_cancel import McpCancelInstrumentor
+
+# One global provider for the whole session: the SDK's own OpenTelemetryMiddleware
+# traces through the global provider, so its spans (if any) land here too.
+SPANS = InMemorySpanExporter()
+TRACER_PROVIDER = TracerProvider()
+TRACER_PROVIDER.add_span_processor(SimpleSpanProcessor(SPANS))
+trace.set_tracer_provider(TRACER_PROVIDER)
+
+
+@pytest.fixture(params=["asyncio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@dataclass
+class Captured:
+    spans: InMemorySpanExporter
+    metrics: InMemoryMetricReader
+
+    def server_spans(self) -> list[ReadableSpan]:
+        return [span for span in self.spans.get_finished_spans() if span.kind is SpanKind.SERVER]
+
+    def server_span(self, method: str) -> ReadableSpan:
+        matching = [span for span in self.server_spans() if span.attributes.get("mcp.method.name") == method]
+        assert len(matching) == 1, [span.name for span in self.server_spans()]
+        return matching[0]
+
+    def points(self, metric_name: str) -> list:
+        data = self.metrics.get_metrics_data()
+        found = []
+        for resource_metrics in data.resource_metrics if data else []:
+            for scope_metrics in resource_metrics.scope_metrics:
+                for metric in scope_metrics.metrics:
+                    if metric.name == metric_name:
+                        found.extend(metric.data.data_points)
+        return found
+
+
+@pytest.fixture
+def captured() -> Iterator[Captured]:
+    SPANS.clear()
+    reader = InMemoryMetricReader()
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider(metric_readers=[reader]))
+    try:
+        yield Captured(SPANS, reader)
+    finally:
+        instrumentor.uninstrument()
+        SPANS.clear()
+
+
+@pytest.fixture
+def ghost_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.WARNING, logger="otel_mcp_cancel")
+    return caplog
