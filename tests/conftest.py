@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -66,6 +66,7 @@ def captured() -> Iterator[Captured]:
 
 
 @pytest.fixture
-def ghost_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+def plugin_log(caplog: pytest.LogCaptureFixture) -> Callable[[], list[logging.LogRecord]]:
+    """The records this plugin logged (the SDK logs too; those are not ours)."""
     caplog.set_level(logging.WARNING, logger="otel_mcp_cancel")
-    return caplog
+    return lambda: [record for record in caplog.records if record.name == "otel_mcp_cancel"]

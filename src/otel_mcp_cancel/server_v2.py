@@ -54,6 +54,15 @@ stdio_transport: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 # `stdio_server` is imported by name into these modules too; each binding is wrapped.
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.mcpserver.server", "mcp")
 
+# Where MCPServer calls the user's own function. Its return is where side effects are done;
+# MCPServer may still reach a checkpoint (and be cancelled) after it.
+_USER_FUNCTION_CALLS = (
+    ("mcp.server.mcpserver.tools.base", "Tool.run"),
+    ("mcp.server.mcpserver.resources.templates", "ResourceTemplate.create_resource"),
+    ("mcp.server.mcpserver.resources.types", "FunctionResource.read"),
+    ("mcp.server.mcpserver.prompts.base", "Prompt.render"),
+)
+
 
 def _is_server_handler(on_request: object) -> bool:
     """Server-side dispatchers are driven by the runner's callbacks; a client's are not."""
@@ -68,7 +77,15 @@ def _network_transport(dctx: Any) -> str | None:
 
 
 def _is_tool_error(result: object) -> bool:
-    return isinstance(result, Mapping) and result.get("isError") is True
+    """A tools/call result with isError: the wire dict, or the model a tool function returned."""
+    if isinstance(result, Mapping):
+        return result.get("isError") is True
+    return getattr(result, "is_error", None) is True
+
+
+def _caller_gave_up() -> bool:
+    """Single-exchange HTTP: the client hung up (the handler's scope is cancelled), so this result is never written."""
+    return anyio.current_effective_deadline() == -math.inf
 
 
 def _cancel_reason(params: object) -> str | None:
@@ -98,6 +115,7 @@ class ServerHooksV2:
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._dispatch_notification", self._notification),
             Hook("mcp.shared.direct_dispatcher", "DirectDispatcher._dispatch_request", self._direct_request),
             Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request),
+            *(Hook(module, attribute, self._user_function) for module, attribute in _USER_FUNCTION_CALLS),
             Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware),
             *(Hook(module, "stdio_server", self._stdio_server) for module in _STDIO_SERVER_BINDINGS),
         ]
@@ -161,6 +179,7 @@ class ServerHooksV2:
                 else:
                     record.note_answer(Answer.error(exc.error.code))
                 raise
+            # Returned means delivered: the value goes straight back to the caller, even a cancelled one.
             record.note_answer(Answer.result(_is_tool_error(result)))
             return result
 
@@ -183,8 +202,8 @@ class ServerHooksV2:
             except Exception as exc:
                 record.note_answer(Answer.error(_error_code(exc)))
                 raise
-            if anyio.current_effective_deadline() == -math.inf:
-                record.note_cancel(None)  # the caller hung up: this result will not be written
+            if _caller_gave_up():
+                record.note_cancel(None)
             else:
                 record.note_answer(Answer.result(_is_tool_error(result)))
             return result
@@ -219,6 +238,21 @@ class ServerHooksV2:
         if record.request_id is None and dctx.request_id is not None:
             record.request_id = dctx.request_id
             record.span.set_attribute(JSONRPC_REQUEST_ID, bounded(str(dctx.request_id)))
+
+    async def _user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        record = current_record.get()
+        if not self.active or record is None:
+            return await wrapped(*args, **kwargs)
+        try:
+            result = await wrapped(*args, **kwargs)
+        except anyio.get_cancelled_exc_class():
+            record.note_handler(HandlerEnd.INTERRUPTED)
+            raise
+        except BaseException:
+            record.note_handler(HandlerEnd.RAISED)
+            raise
+        record.note_handler(HandlerEnd.RETURNED_TOOL_ERROR if _is_tool_error(result) else HandlerEnd.RETURNED)
+        return result
 
     async def _sdk_middleware(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if self.active and current_record.get() is not None:
