@@ -1,0 +1,218 @@
+"""The instrumentor's contract with its host: loading, unloading, suppression, and never breaking a request."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from importlib.metadata import entry_points, requires
+
+import anyio
+import pytest
+import wrapt
+from packaging.requirements import Requirement
+from mcp import Client
+from mcp.server.runner import ServerRunner
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from otel_mcp_cancel import McpCancelInstrumentor, hooks, outcome, server_v2
+from otel_mcp_cancel.package import _instruments
+from tests.conftest import SPANS, TRACER_PROVIDER
+from tests.peers import raw_session
+from tests.servers import Gates, notes_server
+
+SCOPE = "otel_mcp_cancel"
+SDK_SCOPE = "mcp-python-sdk"
+
+
+WRAPPER = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
+
+
+def hook_targets() -> list[object]:
+    return [JSONRPCDispatcher._handle_request, JSONRPCDispatcher._write_result, ServerRunner._on_request]
+
+
+async def two_calls() -> None:
+    async with Client(notes_server(Gates()), mode="legacy") as client:
+        await client.call_tool("echo", {"text": "a"})
+        await client.call_tool("broken", {"text": "b"})
+
+
+def request_spans(scope: str) -> list:
+    return [
+        s
+        for s in SPANS.get_finished_spans()
+        if s.instrumentation_scope.name == scope
+        and s.kind is SpanKind.SERVER
+        and s.attributes.get("mcp.method.name") == "tools/call"
+    ]
+
+
+def test_instruments_extra_equals_package_instruments() -> None:
+    """opentelemetry-instrument reads the package metadata; it must say what package.py says."""
+    extra = [Requirement(line) for line in requires("otel-mcp-cancel") or [] if "extra == 'instruments'" in line]
+    declared = [Requirement(spec) for spec in _instruments]
+    assert [(r.name, r.specifier) for r in extra] == [(r.name, r.specifier) for r in declared]
+
+
+def test_entry_point_loads_the_instrumentor() -> None:
+    (entry_point,) = entry_points(group="opentelemetry_instrumentor", name="mcp_cancel")
+    assert entry_point.load() is McpCancelInstrumentor
+
+
+@pytest.mark.anyio
+async def test_uninstrument_restores_every_hook_and_the_sdk_span_returns() -> None:
+    originals = hook_targets()
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
+    assert all(isinstance(target, WRAPPER) for target in hook_targets())
+    instrumentor.uninstrument()
+    assert hook_targets() == originals
+    assert not any(isinstance(target, WRAPPER) for target in hook_targets())
+    SPANS.clear()
+    await two_calls()
+    assert request_spans(SCOPE) == []
+    # Without us the SDK's own middleware traces each request once.
+    assert sorted(s.name for s in request_spans(SDK_SCOPE)) == ["tools/call broken", "tools/call echo"]
+
+
+@pytest.mark.anyio
+async def test_a_wrapper_kept_after_uninstrument_is_a_pass_through() -> None:
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
+    kept = JSONRPCDispatcher.__dict__["_handle_request"]
+    instrumentor.uninstrument()
+    SPANS.clear()
+    JSONRPCDispatcher._handle_request = kept
+    try:
+        await two_calls()
+    finally:
+        JSONRPCDispatcher._handle_request = kept.__wrapped__
+    assert request_spans(SCOPE) == []
+
+
+@pytest.mark.anyio
+async def test_instrumenting_twice_is_harmless(captured, caplog) -> None:
+    McpCancelInstrumentor().instrument(tracer_provider=TRACER_PROVIDER)
+    assert not isinstance(JSONRPCDispatcher._handle_request.__wrapped__, WRAPPER)
+    await two_calls()
+    assert sorted(s.name for s in request_spans(SCOPE)) == ["tools/call broken", "tools/call echo"]
+    assert request_spans(SDK_SCOPE) == []
+
+
+@pytest.mark.anyio
+async def test_suppress_instrumentation_is_honoured(captured) -> None:
+    with suppress_instrumentation():
+        await two_calls()
+    assert request_spans(SCOPE) == []
+    assert captured.points("mcp.server.operation.duration") == []
+
+
+@pytest.mark.anyio
+async def test_cancelled_spans_can_be_marked_error(monkeypatch) -> None:
+    monkeypatch.setenv("OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS", "error")
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider())
+    SPANS.clear()
+    gates = Gates()
+    try:
+        async with raw_session(notes_server(gates)) as peer:
+            await peer.request(1, "tools/call", {"name": "slow", "arguments": {"text": "x"}})
+            await gates.started.wait()
+            await peer.cancel(1, "stop")
+            await peer.barrier("b")
+            await peer.call(2, "tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    finally:
+        instrumentor.uninstrument()
+    spans = {s.attributes["jsonrpc.request.id"]: s for s in request_spans(SCOPE)}
+    assert spans["1"].attributes["tool.outcome"] == "cancelled"
+    assert spans["1"].status.status_code is StatusCode.ERROR
+    assert "error.type" not in spans["1"].attributes
+    assert spans["2"].status.status_code is StatusCode.UNSET
+
+
+class RaisingExporter(SpanExporter):
+    def export(self, spans):
+        raise RuntimeError("collector is down")
+
+    def shutdown(self) -> None:
+        pass
+
+
+@pytest.mark.anyio
+async def test_a_failing_exporter_never_reaches_the_server() -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(RaisingExporter()))
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, meter_provider=MeterProvider())
+    try:
+        async with Client(notes_server(Gates()), mode="legacy") as client:
+            result = await client.call_tool("echo", {"text": "still answered"})
+    finally:
+        instrumentor.uninstrument()
+    assert result.content[0].text == "still answered"
+
+
+@pytest.mark.anyio
+async def test_an_internal_fault_is_contained_and_logged_once(monkeypatch, caplog) -> None:
+    def broken_classify(*args, **kwargs):
+        raise RuntimeError("bug in the plugin")
+
+    monkeypatch.setattr("otel_mcp_cancel.server_telemetry.classify", broken_classify)
+    caplog.set_level(logging.ERROR, logger="otel_mcp_cancel")
+    reader = InMemoryMetricReader()
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider(metric_readers=[reader]))
+    try:
+        async with Client(notes_server(Gates()), mode="legacy") as client:
+            first = await client.call_tool("echo", {"text": "one"})
+            second = await client.call_tool("echo", {"text": "two"})
+    finally:
+        instrumentor.uninstrument()
+    assert [first.content[0].text, second.content[0].text] == ["one", "two"]
+    errors = [r for r in caplog.records if r.name == "otel_mcp_cancel" and r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "finishing a server span" in errors[0].getMessage()
+    assert outcome.classify is not broken_classify  # the model itself was untouched
+
+
+def test_a_missing_hook_point_is_skipped_with_a_warning(caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="otel_mcp_cancel")
+    applied = hooks.apply([hooks.Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._no_such_method", print)])
+    assert applied == []
+    assert "JSONRPCDispatcher._no_such_method not found" in caplog.text
+
+
+def test_import_and_instrument_without_mcp_installed() -> None:
+    script = (
+        "import sys, logging; sys.modules['mcp'] = None\n"
+        "logging.basicConfig(level=logging.WARNING)\n"
+        "import otel_mcp_cancel\n"
+        "otel_mcp_cancel.McpCancelInstrumentor().instrument()\n"
+        "otel_mcp_cancel.McpCancelInstrumentor().uninstrument()\n"
+        "print('host still running')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "host still running"
+
+
+def test_stdio_transport_bindings_exist() -> None:
+    """Each module that re-exports stdio_server is wrapped; if mcp drops one, this says so."""
+    import importlib
+
+    for module in server_v2._STDIO_SERVER_BINDINGS:
+        assert hasattr(importlib.import_module(module), "stdio_server"), module
+
+
+@pytest.mark.anyio
+async def test_the_sdk_middleware_still_traces_notifications(captured) -> None:
+    await two_calls()
+    await anyio.sleep(0)
+    notification_spans = [s for s in SPANS.get_finished_spans() if s.name == "notifications/initialized"]
+    assert [s.instrumentation_scope.name for s in notification_spans] == [SDK_SCOPE]
