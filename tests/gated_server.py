@@ -32,6 +32,13 @@ def broken(text: str) -> str:
 
 
 @server.tool()
+async def slow(text: str) -> str:
+    started.set()
+    await release_async.wait()
+    return text
+
+
+@server.tool()
 async def shielded_write(name: str) -> str:
     started.set()
     with anyio.CancelScope(shield=True):  # a commit is never left half-done
