@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from examples.otlp_sink import OtlpSink, exporter_environment
 from tests.peers import until
@@ -42,7 +43,7 @@ def by_name(sink: OtlpSink) -> dict[str, list]:
 
 
 async def test_every_outcome_and_a_ghost_over_stdio(sink: OtlpSink, tmp_path: Path) -> None:
-    async with Client(instrumented_server(sink, tmp_path), mode="legacy") as client:
+    async with Client(stdio_client(instrumented_server(sink, tmp_path)), mode="legacy") as client:
         await client.call_tool("echo", {"text": "hi"})
         await client.call_tool("broken", {"text": "hi"})
         await client.call_tool("no_such_tool", {})
@@ -106,7 +107,7 @@ async def test_every_outcome_and_a_ghost_over_stdio(sink: OtlpSink, tmp_path: Pa
 
 
 async def test_modern_protocol_over_stdio(sink: OtlpSink, tmp_path: Path) -> None:
-    async with Client(instrumented_server(sink, tmp_path)) as client:
+    async with Client(stdio_client(instrumented_server(sink, tmp_path))) as client:
         await client.call_tool("echo", {"text": "hi"})
         await client.call_tool("broken", {"text": "hi"})
     await until(lambda: "tools/call broken" in by_name(sink))
@@ -119,7 +120,7 @@ async def test_modern_protocol_over_stdio(sink: OtlpSink, tmp_path: Path) -> Non
 
 async def test_disabled_by_otel_python_disabled_instrumentations(sink: OtlpSink, tmp_path: Path) -> None:
     params = instrumented_server(sink, tmp_path, OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="mcp_cancel")
-    async with Client(params, mode="legacy") as client:
+    async with Client(stdio_client(params), mode="legacy") as client:
         await client.call_tool("echo", {"text": "hi"})
     await until(lambda: any(s.name == "tools/call echo" for s in sink.server_spans()))
     assert sink.server_spans(SCOPE) == []

@@ -57,7 +57,6 @@ _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.mcpserver.server", "mc
 # Where MCPServer calls the user's own function. Its return is where side effects are done;
 # MCPServer may still reach a checkpoint (and be cancelled) after it.
 _USER_FUNCTION_CALLS = (
-    ("mcp.server.mcpserver.tools.base", "Tool.run"),
     ("mcp.server.mcpserver.resources.templates", "ResourceTemplate.create_resource"),
     ("mcp.server.mcpserver.resources.types", "FunctionResource.read"),
     ("mcp.server.mcpserver.prompts.base", "Prompt.render"),
@@ -115,6 +114,7 @@ class ServerHooksV2:
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._dispatch_notification", self._notification),
             Hook("mcp.shared.direct_dispatcher", "DirectDispatcher._dispatch_request", self._direct_request),
             Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request),
+            Hook("mcp.server.mcpserver.tools.base", "Tool.run", self._tool_run),
             *(Hook(module, attribute, self._user_function) for module, attribute in _USER_FUNCTION_CALLS),
             Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware),
             *(Hook(module, "stdio_server", self._stdio_server) for module in _STDIO_SERVER_BINDINGS),
@@ -234,10 +234,18 @@ class ServerHooksV2:
         """What only the runner knows: the negotiated protocol version, the server's tools, the request id."""
         record.protocol_version = runner.connection.protocol_version
         if record.method == TOOLS_CALL:
-            record.tool_registered = tool_registry.is_registered(runner.server, target_name(record.params))
+            record.tool_registered = record.tool_registered or tool_registry.is_registered(
+                runner.server, target_name(record.params)
+            )
         if record.request_id is None and dctx.request_id is not None:
             record.request_id = dctx.request_id
             record.span.set_attribute(JSONRPC_REQUEST_ID, bounded(str(dctx.request_id)))
+
+    async def _tool_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        record = current_record.get()
+        if self.active and record is not None:
+            record.tool_registered = True  # MCPServer only runs tools it has registered
+        return await self._user_function(wrapped, instance, args, kwargs)
 
     async def _user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = current_record.get()
