@@ -1,0 +1,73 @@
+"""Hostile or broken peers: bounded telemetry, nothing crashed, nothing left behind."""
+
+from __future__ import annotations
+
+import pytest
+from mcp_types import JSONRPCError, JSONRPCResponse
+
+from otel_mcp_cancel.request_state import LIVE
+from tests.peers import raw_session
+from tests.servers import Gates, notes_server
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_duplicate_and_malformed_cancels(captured) -> None:
+    gates = Gates()
+    async with raw_session(notes_server(gates)) as peer:
+        await peer.request(1, "tools/call", {"name": "slow", "arguments": {"text": "x"}})
+        await gates.started.wait()
+        await peer.notify("notifications/cancelled", {"requestId": {"not": "an id"}, "reason": "bad id"})
+        await peer.notify("notifications/cancelled", {"reason": "no id at all"})
+        await peer.notify("notifications/cancelled", {"requestId": 999, "reason": "unknown id"})
+        await peer.notify("notifications/cancelled", {"requestId": 1, "reason": ["not", "a", "string"]})
+        await peer.cancel(1, "second cancel")
+        await peer.barrier("b1")
+        assert peer.answers(1) == []
+        # The server still answers.
+        answer = await peer.call(2, "tools/call", {"name": "echo", "arguments": {"text": "still here"}})
+        assert isinstance(answer, JSONRPCResponse)
+    (span,) = [s for s in captured.server_spans() if s.attributes.get("jsonrpc.request.id") == "1"]
+    # The first cancel that named the request won; its reason was not a string, so none is recorded.
+    assert [(e.name, dict(e.attributes)) for e in span.events] == [("mcp.request.cancelled", {})]
+    assert span.attributes["tool.outcome"] == "cancelled"
+    assert len(LIVE) == 0
+
+
+async def test_a_string_id_in_a_cancel_still_finds_an_integer_request(captured) -> None:
+    gates = Gates()
+    async with raw_session(notes_server(gates)) as peer:
+        await peer.request(7, "tools/call", {"name": "slow", "arguments": {"text": "x"}})
+        await gates.started.wait()
+        await peer.cancel("7", "stringly typed")
+        await peer.barrier("b")
+    (span,) = [s for s in captured.server_spans() if s.attributes.get("jsonrpc.request.id") == "7"]
+    assert [(e.name, dict(e.attributes)) for e in span.events] == [
+        ("mcp.request.cancelled", {"mcp.cancel.reason": "stringly typed"})
+    ]
+
+
+async def test_random_tool_names_do_not_grow_metric_series(captured) -> None:
+    async with raw_session(notes_server(Gates())) as peer:
+        for n in range(300):
+            await peer.call(n, "tools/call", {"name": f"random-{n}-" + "x" * 500, "arguments": {}})
+        await peer.call("echo", "tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    tools = {p.attributes.get("gen_ai.tool.name") for p in captured.points("mcp.server.operation.duration")}
+    assert tools == {"_OTHER", "echo", None}  # None: initialize has no tool
+    spans = [s for s in captured.server_spans() if s.attributes.get("mcp.method.name") == "tools/call"]
+    assert {s.name for s in spans} == {"tools/call _OTHER", "tools/call echo"}
+    assert max(len(s.attributes["gen_ai.tool.name"]) for s in spans) == 256
+    assert len(LIVE) == 0
+
+
+async def test_malformed_params_are_a_failed_outcome(captured) -> None:
+    async with raw_session(notes_server(Gates())) as peer:
+        answer = await peer.call(1, "tools/call", {"name": ["not", "a", "name"], "arguments": "nope"})
+        assert isinstance(answer, JSONRPCError)
+        await peer.call(2, "tools/call", {"name": "echo", "arguments": {"wrong": "argument"}})
+    spans = {s.attributes["jsonrpc.request.id"]: s for s in captured.server_spans() if "tool.outcome" in s.attributes}
+    assert spans["1"].attributes["tool.outcome"] == "failed"
+    assert spans["1"].attributes["error.type"] == "-32602"
+    assert "gen_ai.tool.name" not in spans["1"].attributes
+    assert spans["2"].attributes["tool.outcome"] == "failed"
+    assert spans["2"].attributes["error.type"] == "tool_error"
