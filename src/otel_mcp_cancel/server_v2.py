@@ -101,6 +101,21 @@ def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -
     return args[index] if len(args) > index else kwargs[name]
 
 
+async def _observed(record: RequestRecord, wrapped: Any, args: Any, kwargs: Any) -> Any:
+    """Run the handler, or the user's function inside it, and note how it ended. The first note wins:
+    the innermost call that returned is where the side effects were done."""
+    try:
+        result = await wrapped(*args, **kwargs)
+    except anyio.get_cancelled_exc_class():
+        record.note_handler(HandlerEnd.INTERRUPTED)
+        raise
+    except BaseException:
+        record.note_handler(HandlerEnd.RAISED)
+        raise
+    record.note_handler(HandlerEnd.RETURNED_TOOL_ERROR if _is_tool_error(result) else HandlerEnd.RETURNED)
+    return result
+
+
 class ServerHooksV2:
     def __init__(self, telemetry: ServerTelemetry) -> None:
         self._telemetry = telemetry
@@ -123,11 +138,12 @@ class ServerHooksV2:
     # -- stream transports -------------------------------------------------
 
     async def _handle_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        req = _arg(args, kwargs, 0, "req")
-        dctx = _arg(args, kwargs, 1, "dctx")
-        if not self.active or not _is_server_handler(_arg(args, kwargs, 3, "on_request")):
-            return await wrapped(*args, **kwargs)
-        record = self._telemetry.open(req.method, req.params, req.id, _network_transport(dctx))
+        record = dctx = None
+        if self.active:
+            with contained("opening a server span"):
+                req, dctx = _arg(args, kwargs, 0, "req"), _arg(args, kwargs, 1, "dctx")
+                if _is_server_handler(_arg(args, kwargs, 3, "on_request")):
+                    record = self._telemetry.open(req.method, req.params, req.id, _network_transport(dctx))
         if record is None:
             return await wrapped(*args, **kwargs)
         LIVE.add(dctx, record)
@@ -140,39 +156,52 @@ class ServerHooksV2:
                 LIVE.discard(dctx, record)
 
     async def _write_result(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = current_record.get()
-        if self.active and record is not None and record.request_id == _arg(args, kwargs, 0, "request_id"):
-            record.note_answer(Answer.result(_is_tool_error(_arg(args, kwargs, 1, "result"))))
+        with contained("observing an answer"):
+            if (record := self._answering(args, kwargs)) is not None:
+                record.note_answer(Answer.result(_is_tool_error(_arg(args, kwargs, 1, "result"))))
         return await wrapped(*args, **kwargs)
 
     async def _write_error(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = current_record.get()
-        if self.active and record is not None and record.request_id == _arg(args, kwargs, 0, "request_id"):
-            record.note_answer(Answer.error(_arg(args, kwargs, 1, "error").code))
+        with contained("observing an answer"):
+            if (record := self._answering(args, kwargs)) is not None:
+                record.note_answer(Answer.error(_arg(args, kwargs, 1, "error").code))
         return await wrapped(*args, **kwargs)
 
+    def _answering(self, args: Any, kwargs: Any) -> RequestRecord | None:
+        """The current request's record, if this write answers it (a handler may write other messages)."""
+        record = current_record.get()
+        if self.active and record is not None and record.request_id == _arg(args, kwargs, 0, "request_id"):
+            return record
+        return None
+
     def _notification(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        msg = _arg(args, kwargs, 0, "msg")
-        if self.active and msg.method == NOTIFICATIONS_CANCELLED:
+        if self.active:
             with contained("observing a cancel notification"):
-                request_id = cancelled_request_id_from_params(msg.params)
-                in_flight = instance._in_flight.get(coerce_request_id(request_id)) if request_id is not None else None
-                if in_flight is not None:
-                    LIVE.note_cancel(in_flight.dctx, _cancel_reason(msg.params))
+                msg = _arg(args, kwargs, 0, "msg")
+                if msg.method == NOTIFICATIONS_CANCELLED:
+                    request_id = cancelled_request_id_from_params(msg.params)
+                    in_flight = instance._in_flight.get(coerce_request_id(request_id)) if request_id is not None else None
+                    if in_flight is not None:
+                        LIVE.note_cancel(in_flight.dctx, _cancel_reason(msg.params))
         return wrapped(*args, **kwargs)
 
     # -- in-process ----------------------------------------------------------
 
     async def _direct_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        if not self.active or not _is_server_handler(instance._on_request):
-            return await wrapped(*args, **kwargs)
-        method, params = _arg(args, kwargs, 0, "method"), _arg(args, kwargs, 1, "params")
-        record = self._telemetry.open(method, params, None, None)
+        record = None
+        if self.active:
+            with contained("opening a server span"):
+                if _is_server_handler(instance._on_request):
+                    method, params = _arg(args, kwargs, 0, "method"), _arg(args, kwargs, 1, "params")
+                    record = self._telemetry.open(method, params, None, None)
         if record is None:
             return await wrapped(*args, **kwargs)
         with self._telemetry.serving(record):
             try:
                 result = await wrapped(*args, **kwargs)
+            except anyio.get_cancelled_exc_class():
+                record.note_cancel(None)  # the caller gave up: nothing reaches it
+                raise
             except MCPError as exc:
                 if exc.error.code == REQUEST_TIMEOUT and record.handler is HandlerEnd.INTERRUPTED:
                     record.note_cancel(None)  # the caller's deadline fired: nothing was answered
@@ -188,12 +217,14 @@ class ServerHooksV2:
     async def _runner_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if not self.active:
             return await wrapped(*args, **kwargs)
-        dctx, method = _arg(args, kwargs, 0, "dctx"), _arg(args, kwargs, 1, "method")
+        dctx = _arg(args, kwargs, 0, "dctx")
         record = current_record.get()
-        if record is not None and not record.handler_claimed and record.method == method:
+        if record is not None and not record.handler_claimed and record.method == _arg(args, kwargs, 1, "method"):
             return await self._observe_handler(record, instance, dctx, wrapped, args, kwargs)
         # Nothing outside the runner saw this request: the single-exchange HTTP entry.
-        record = self._telemetry.open(method, _arg(args, kwargs, 2, "params"), dctx.request_id, _network_transport(dctx))
+        with contained("opening a server span"):
+            method, params = _arg(args, kwargs, 1, "method"), _arg(args, kwargs, 2, "params")
+            record = self._telemetry.open(method, params, dctx.request_id, _network_transport(dctx))
         if record is None:
             return await wrapped(*args, **kwargs)
         with self._telemetry.serving(record):
@@ -213,17 +244,10 @@ class ServerHooksV2:
     ) -> Any:
         record.handler_claimed = True
         try:
-            result = await wrapped(*args, **kwargs)
-        except anyio.get_cancelled_exc_class():
-            record.note_handler(HandlerEnd.INTERRUPTED)
-            raise
-        except BaseException:
-            record.note_handler(HandlerEnd.RAISED)
-            raise
+            result = await _observed(record, wrapped, args, kwargs)
         finally:
             with contained("reading the server's request context"):
                 self._describe(record, runner, dctx)
-        record.note_handler(HandlerEnd.RETURNED_TOOL_ERROR if _is_tool_error(result) else HandlerEnd.RETURNED)
         if record.method == TOOLS_LIST:
             with contained("reading a tools/list answer"):
                 tool_registry.learn_listing(runner.server, result)
@@ -251,16 +275,7 @@ class ServerHooksV2:
         record = current_record.get()
         if not self.active or record is None:
             return await wrapped(*args, **kwargs)
-        try:
-            result = await wrapped(*args, **kwargs)
-        except anyio.get_cancelled_exc_class():
-            record.note_handler(HandlerEnd.INTERRUPTED)
-            raise
-        except BaseException:
-            record.note_handler(HandlerEnd.RAISED)
-            raise
-        record.note_handler(HandlerEnd.RETURNED_TOOL_ERROR if _is_tool_error(result) else HandlerEnd.RETURNED)
-        return result
+        return await _observed(record, wrapped, args, kwargs)
 
     async def _sdk_middleware(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if self.active and current_record.get() is not None:
