@@ -7,7 +7,7 @@ wire: one answer per id, or none at all for a cancelled request.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -36,7 +36,8 @@ class RawPeer:
                 self._arrived = anyio.Event()
 
     async def request(self, request_id: Any, method: str, params: dict[str, Any] | None = None) -> None:
-        await self._write.send(SessionMessage(JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=params)))
+        request = JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=params)
+        await self._write.send(SessionMessage(request))
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await self._write.send(SessionMessage(JSONRPCNotification(jsonrpc="2.0", method=method, params=params)))
@@ -91,3 +92,26 @@ async def until(condition: Callable[[], bool], seconds: float = 10) -> None:
     with anyio.fail_after(seconds):
         while not condition():
             await anyio.sleep(0.001)
+
+
+async def cancel_when(
+    trigger: Callable[[], Awaitable[Any]],
+    call: Callable[[], Awaitable[Any]],
+    then: Callable[[], None] = lambda: None,
+) -> Any:
+    """Run `call()` as a caller would, cancel it the moment `trigger()` returns, then run `then()`.
+
+    Returns what `call()` returned, or None if the cancel stopped it.
+    """
+    returned: list[Any] = []
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+
+            async def cancel() -> None:
+                await trigger()
+                scope.cancel()
+                then()
+
+            tg.start_soon(cancel)
+            returned.append(await call())
+    return returned[0] if returned else None

@@ -11,13 +11,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
 
 from examples.otlp_sink import OtlpSink, exporter_environment
-from tests.peers import until
+from tests.peers import cancel_when, until
 
 pytestmark = pytest.mark.anyio
 
@@ -82,16 +81,8 @@ def spans_named(sink: OtlpSink, name: str) -> list:
     return [s for s in sink.server_spans(SCOPE) if s.name == name]
 
 
-async def cancel_once_started(client: Client, tool: str, arguments: dict) -> None:
-    async with anyio.create_task_group() as tg:
-        with anyio.CancelScope() as scope:
-
-            async def cancel() -> None:
-                await client.call_tool("wait_started", {})
-                scope.cancel()
-
-            tg.start_soon(cancel)
-            await client.call_tool(tool, arguments)
+def started(client: Client):
+    return lambda: client.call_tool("wait_started", {})
 
 
 async def test_streamable_http_session(sink: OtlpSink, tmp_path: Path) -> None:
@@ -100,7 +91,7 @@ async def test_streamable_http_session(sink: OtlpSink, tmp_path: Path) -> None:
         async with Client(f"http://127.0.0.1:{server.port}/mcp", mode="legacy") as client:
             await client.call_tool("echo", {"text": "hi"})
             await client.call_tool("broken", {"text": "hi"})
-            await cancel_once_started(client, "shielded_write", {"name": "ghost.md"})
+            await cancel_when(started(client), lambda: client.call_tool("shielded_write", {"name": "ghost.md"}))
             await client.send_ping()  # same session, same ordered read loop: the cancel was read
             await client.call_tool("release", {})
             await until(lambda: (tmp_path / "ghost.md").exists())
@@ -124,7 +115,7 @@ async def test_single_exchange_http(sink: OtlpSink, tmp_path: Path) -> None:
         async with Client(f"http://127.0.0.1:{server.port}/mcp") as client:
             await client.call_tool("echo", {"text": "hi"})
             await client.call_tool("broken", {"text": "hi"})
-            await cancel_once_started(client, "slow", {"text": "never answered"})
+            await cancel_when(started(client), lambda: client.call_tool("slow", {"text": "never answered"}))
             await until(lambda: spans_named(sink, "tools/call slow") != [])
     finally:
         server.stop()

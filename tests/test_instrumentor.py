@@ -10,7 +10,6 @@ from importlib.metadata import entry_points, requires
 import anyio
 import pytest
 import wrapt
-from packaging.requirements import Requirement
 from mcp import Client
 from mcp.server.runner import ServerRunner
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
@@ -20,6 +19,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from packaging.requirements import Requirement
 
 from otel_mcp_cancel import McpCancelInstrumentor, hooks, outcome, server_v2
 from otel_mcp_cancel.package import _instruments

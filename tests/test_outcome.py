@@ -45,7 +45,8 @@ def test_classify(handler: HandlerEnd | None, answer: Answer | None, cancelled: 
 
 
 def test_cancelled_can_be_marked_error_on_request() -> None:
-    assert classify(HandlerEnd.INTERRUPTED, None, True, cancelled_is_error=True) == Verdict("cancelled", span_error=True)
+    interrupted = classify(HandlerEnd.INTERRUPTED, None, True, cancelled_is_error=True)
+    assert interrupted == Verdict("cancelled", span_error=True)
     ghost = classify(HandlerEnd.RETURNED, None, True, cancelled_is_error=True)
     assert ghost == Verdict("cancelled", span_error=True, ghost_handler_outcome="ok")
     # Only cancelled spans change; a failure keeps its own status.

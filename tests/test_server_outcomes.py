@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 from mcp.server import Server
@@ -19,7 +18,7 @@ from opentelemetry.trace import StatusCode
 
 from otel_mcp_cancel import ghost_stats
 from otel_mcp_cancel.instruments import DURATION_BUCKETS
-from tests.peers import PROTOCOL_VERSION, raw_session, until
+from tests.peers import PROTOCOL_VERSION, cancel_when, raw_session, until
 from tests.servers import Gates, notes_server
 
 pytestmark = pytest.mark.anyio
@@ -317,15 +316,7 @@ async def test_sdk_client_session_exactly_one_server_span_per_request(captured) 
 async def test_sdk_client_caller_cancel_is_cancelled_with_its_reason(captured) -> None:
     gates = Gates()
     async with Client(notes_server(gates), mode="legacy") as client:
-        with anyio.CancelScope() as scope:
-            async with anyio.create_task_group() as tg:
-
-                async def cancel_once_started() -> None:
-                    await gates.started.wait()
-                    scope.cancel()
-
-                tg.start_soon(cancel_once_started)
-                await client.call_tool("shielded_write", {"path": "x.md"})
+        await cancel_when(gates.started.wait, lambda: client.call_tool("shielded_write", {"path": "x.md"}))
         await client.send_ping()
         gates.let_go()
         await until(lambda: any(s.name == "tools/call shielded_write" for s in captured.server_spans()))
@@ -358,7 +349,8 @@ class TestInProcessDirectPath:
             ok = await client.call_tool("echo", {"text": "a"})
             failed = await client.call_tool("broken", {"text": "b"})
         assert ok.content == [TextContent(type="text", text="a")] and failed.is_error
-        outcomes = {s.name: s.attributes["tool.outcome"] for s in captured.server_spans() if "tool.outcome" in s.attributes}
+        spans = [s for s in captured.server_spans() if "tool.outcome" in s.attributes]
+        outcomes = {s.name: s.attributes["tool.outcome"] for s in spans}
         assert outcomes == {"tools/call echo": "ok", "tools/call broken": "failed"}
         assert {s.instrumentation_scope.name for s in captured.server_spans()} == {SCOPE}
 
@@ -366,16 +358,9 @@ class TestInProcessDirectPath:
         """In-process, the handler runs in the caller's task: a shielded tool's result still reaches the caller."""
         gates = Gates()
         async with Client(notes_server(gates)) as client:
-            with anyio.CancelScope() as scope:
-                async with anyio.create_task_group() as tg:
-
-                    async def cancel_then_release() -> None:
-                        await gates.started.wait()
-                        scope.cancel()
-                        gates.let_go()
-
-                    tg.start_soon(cancel_then_release)
-                    result = await client.call_tool("shielded_write", {"path": "direct.md"})
+            result = await cancel_when(
+                gates.started.wait, lambda: client.call_tool("shielded_write", {"path": "direct.md"}), then=gates.let_go
+            )
         assert result.content == [TextContent(type="text", text="wrote direct.md")]
         (span,) = [s for s in captured.server_spans() if s.name == "tools/call shielded_write"]
         assert span.attributes["tool.outcome"] == "ok"
@@ -385,15 +370,7 @@ class TestInProcessDirectPath:
     async def test_caller_cancel_interrupts(self, captured) -> None:
         gates = Gates()
         async with Client(notes_server(gates)) as client:
-            with anyio.CancelScope() as scope:
-                async with anyio.create_task_group() as tg:
-
-                    async def cancel_once_started() -> None:
-                        await gates.started.wait()
-                        scope.cancel()
-
-                    tg.start_soon(cancel_once_started)
-                    await client.call_tool("slow", {"text": "x"})
+            await cancel_when(gates.started.wait, lambda: client.call_tool("slow", {"text": "x"}))
         (span,) = [s for s in captured.server_spans() if s.name == "tools/call slow"]
         assert span.attributes["tool.outcome"] == "cancelled"
         assert [e.name for e in span.events] == ["mcp.request.cancelled"]

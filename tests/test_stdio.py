@@ -6,13 +6,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from examples.otlp_sink import OtlpSink, exporter_environment
-from tests.peers import until
+from tests.peers import cancel_when, until
 
 pytestmark = pytest.mark.anyio
 
@@ -47,15 +46,9 @@ async def test_every_outcome_and_a_ghost_over_stdio(sink: OtlpSink, tmp_path: Pa
         await client.call_tool("echo", {"text": "hi"})
         await client.call_tool("broken", {"text": "hi"})
         await client.call_tool("no_such_tool", {})
-        async with anyio.create_task_group() as tg:
-            with anyio.CancelScope() as scope:
-
-                async def cancel_once_started() -> None:
-                    await client.call_tool("wait_started", {})
-                    scope.cancel()
-
-                tg.start_soon(cancel_once_started)
-                await client.call_tool("sync_write", {"name": "ghost.md"})
+        await cancel_when(
+            lambda: client.call_tool("wait_started", {}), lambda: client.call_tool("sync_write", {"name": "ghost.md"})
+        )
         await client.send_ping()  # the server has read the cancel
         await client.call_tool("release", {})
         await until(lambda: (tmp_path / "ghost.md").exists())

@@ -28,7 +28,9 @@ def apply(hooks: Iterable[Hook]) -> list[Hook]:
         try:
             wrapt.wrap_function_wrapper(hook.module, hook.attribute, hook.wrapper)
         except (ImportError, AttributeError):
-            logger.warning("otel_mcp_cancel: %s.%s not found; requests on that path are not traced", hook.module, hook.attribute)
+            logger.warning(
+                "otel_mcp_cancel: %s.%s not found; requests on that path are not traced", hook.module, hook.attribute
+            )
             continue
         applied.append(hook)
     return applied

@@ -180,8 +180,8 @@ class ServerHooksV2:
                 msg = _arg(args, kwargs, 0, "msg")
                 if msg.method == NOTIFICATIONS_CANCELLED:
                     request_id = cancelled_request_id_from_params(msg.params)
-                    in_flight = instance._in_flight.get(coerce_request_id(request_id)) if request_id is not None else None
-                    if in_flight is not None:
+                    key = coerce_request_id(request_id) if request_id is not None else None
+                    if (in_flight := instance._in_flight.get(key)) is not None:
                         LIVE.note_cancel(in_flight.dctx, _cancel_reason(msg.params))
         return wrapped(*args, **kwargs)
 
