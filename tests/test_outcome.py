@@ -26,8 +26,8 @@ from otel_mcp_cancel.outcome import Answer, HandlerEnd, Verdict, classify
         # Cancelled before any answer: interrupted handler, no ghost.
         (HandlerEnd.INTERRUPTED, None, True, Verdict("cancelled")),
         (None, None, True, Verdict("cancelled")),
-        # The caller gave up without a notification (in-process, hung-up HTTP).
-        (HandlerEnd.INTERRUPTED, None, False, Verdict("cancelled")),
+        # Interrupted with no cancel from the caller: a shutdown, not the caller's choice.
+        (HandlerEnd.INTERRUPTED, None, False, Verdict("failed", "_OTHER", None, True)),
         # Ghosts: the handler completed, its answer was suppressed.
         (HandlerEnd.RETURNED, None, True, Verdict("cancelled", ghost_handler_outcome="ok")),
         (HandlerEnd.RETURNED_TOOL_ERROR, None, True, Verdict("cancelled", ghost_handler_outcome="failed")),

@@ -90,10 +90,11 @@ def classify(
 
     - An answer on the wire decides: a result is ok (failed if isError), a
       JSON-RPC error is failed. A cancel that came after it changes nothing.
-    - No answer (or only a cancel acknowledgement) after the caller cancelled,
-      or a handler that was interrupted, is cancelled. If the handler had
-      completed anyway, its answer was suppressed: that is a ghost.
-    - No answer and no cancel is a failure we cannot name: error.type _OTHER.
+    - No answer (or only a cancel acknowledgement) after the caller cancelled
+      is cancelled. If the handler had completed anyway, its answer was
+      suppressed: that is a ghost.
+    - No answer and no cancel (a handler interrupted by a shutdown, a transport
+      that failed under it) is a failure we cannot name: error.type _OTHER.
     """
     if answer is not None and answer.kind is AnswerKind.RESULT:
         if answer.is_tool_error:
@@ -108,7 +109,7 @@ def classify(
             span_error=answer.code not in CALLER_FAULT_CODES,
         )
     acknowledged = answer is not None and answer.kind is AnswerKind.CANCEL_ACK
-    if cancelled or acknowledged or handler is HandlerEnd.INTERRUPTED:
+    if cancelled or acknowledged:
         ghost = handler.handler_outcome if handler is not None and handler.completed else None
         return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=ghost)
     return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True)

@@ -15,9 +15,7 @@ Where a 2.x request lives (see the README's "How it hooks in"):
 
 from __future__ import annotations
 
-import contextvars
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -25,42 +23,33 @@ from mcp.server.runner import ServerRunner
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params, handler_exception_to_error_data
-from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INTERNAL_ERROR, REQUEST_TIMEOUT
 
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import bounded, target_name
 from otel_mcp_cancel.conventions import (
     JSONRPC_REQUEST_ID,
-    NETWORK_TRANSPORT_PIPE,
-    NETWORK_TRANSPORT_TCP,
     NOTIFICATIONS_CANCELLED,
     TOOLS_CALL,
     TOOLS_LIST,
 )
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import Hook
+from otel_mcp_cancel.observations import (
+    FrameworkHooks,
+    arg,
+    cancel_reason,
+    is_tool_error,
+    network_transport,
+    observed,
+)
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
 _SERVER_HANDLER_MODULE = ServerRunner.__module__
 
-# Set in the serving task's context when it enters `stdio_server`; handler tasks inherit it.
-stdio_transport: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "otel_mcp_cancel_stdio_transport", default=None
-)
-
-# `stdio_server` is imported by name into these modules too; each binding is wrapped.
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.mcpserver.server", "mcp")
-
-# Where MCPServer calls the user's own function. Its return is where side effects are done;
-# MCPServer may still reach a checkpoint (and be cancelled) after it.
-_USER_FUNCTION_CALLS = (
-    ("mcp.server.mcpserver.resources.templates", "ResourceTemplate.create_resource"),
-    ("mcp.server.mcpserver.resources.types", "FunctionResource.read"),
-    ("mcp.server.mcpserver.prompts.base", "Prompt.render"),
-)
 
 
 def _is_server_handler(on_request: object) -> bool:
@@ -68,28 +57,9 @@ def _is_server_handler(on_request: object) -> bool:
     return getattr(on_request, "__module__", None) == _SERVER_HANDLER_MODULE
 
 
-def _network_transport(dctx: Any) -> str | None:
-    metadata = getattr(dctx, "message_metadata", None)
-    if isinstance(metadata, ServerMessageMetadata) and metadata.request_context is not None:
-        return NETWORK_TRANSPORT_TCP
-    return stdio_transport.get()
-
-
-def _is_tool_error(result: object) -> bool:
-    """A tools/call result with isError: the wire dict, or the model a tool function returned."""
-    if isinstance(result, Mapping):
-        return result.get("isError") is True
-    return getattr(result, "is_error", None) is True
-
-
 def _caller_gave_up() -> bool:
     """Single-exchange HTTP: the client hung up (the handler's scope is cancelled), so this result is never written."""
     return anyio.current_effective_deadline() == -math.inf
-
-
-def _cancel_reason(params: object) -> str | None:
-    reason = params.get("reason") if isinstance(params, Mapping) else None
-    return bounded(reason) if isinstance(reason, str) else None
 
 
 def _error_code(exc: BaseException) -> int:
@@ -97,29 +67,9 @@ def _error_code(exc: BaseException) -> int:
     return INTERNAL_ERROR if error is None else error.code
 
 
-def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
-    return args[index] if len(args) > index else kwargs[name]
-
-
-async def _observed(record: RequestRecord, wrapped: Any, args: Any, kwargs: Any) -> Any:
-    """Run the handler, or the user's function inside it, and note how it ended. The first note wins:
-    the innermost call that returned is where the side effects were done."""
-    try:
-        result = await wrapped(*args, **kwargs)
-    except anyio.get_cancelled_exc_class():
-        record.note_handler(HandlerEnd.INTERRUPTED)
-        raise
-    except BaseException:
-        record.note_handler(HandlerEnd.RAISED)
-        raise
-    record.note_handler(HandlerEnd.RETURNED_TOOL_ERROR if _is_tool_error(result) else HandlerEnd.RETURNED)
-    return result
-
-
-class ServerHooksV2:
+class ServerHooksV2(FrameworkHooks):
     def __init__(self, telemetry: ServerTelemetry) -> None:
         self._telemetry = telemetry
-        self.active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
 
     def hooks(self) -> list[Hook]:
         return [
@@ -129,10 +79,8 @@ class ServerHooksV2:
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._dispatch_notification", self._notification),
             Hook("mcp.shared.direct_dispatcher", "DirectDispatcher._dispatch_request", self._direct_request),
             Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request),
-            Hook("mcp.server.mcpserver.tools.base", "Tool.run", self._tool_run),
-            *(Hook(module, attribute, self._user_function) for module, attribute in _USER_FUNCTION_CALLS),
             Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware),
-            *(Hook(module, "stdio_server", self._stdio_server) for module in _STDIO_SERVER_BINDINGS),
+            *self.framework_hooks("mcp.server.mcpserver", _STDIO_SERVER_BINDINGS),
         ]
 
     # -- stream transports -------------------------------------------------
@@ -141,9 +89,10 @@ class ServerHooksV2:
         record = dctx = None
         if self.active:
             with contained("opening a server span"):
-                req, dctx = _arg(args, kwargs, 0, "req"), _arg(args, kwargs, 1, "dctx")
-                if _is_server_handler(_arg(args, kwargs, 3, "on_request")):
-                    record = self._telemetry.open(req.method, req.params, req.id, _network_transport(dctx))
+                req, dctx = arg(args, kwargs, 0, "req"), arg(args, kwargs, 1, "dctx")
+                if _is_server_handler(arg(args, kwargs, 3, "on_request")):
+                    transport = network_transport(dctx.message_metadata)
+                    record = self._telemetry.open(req.method, req.params, req.id, transport)
         if record is None:
             return await wrapped(*args, **kwargs)
         LIVE.add(dctx, record)
@@ -158,31 +107,31 @@ class ServerHooksV2:
     async def _write_result(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         with contained("observing an answer"):
             if (record := self._answering(args, kwargs)) is not None:
-                record.note_answer(Answer.result(_is_tool_error(_arg(args, kwargs, 1, "result"))))
+                record.note_answer(Answer.result(is_tool_error(arg(args, kwargs, 1, "result"))))
         return await wrapped(*args, **kwargs)
 
     async def _write_error(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         with contained("observing an answer"):
             if (record := self._answering(args, kwargs)) is not None:
-                record.note_answer(Answer.error(_arg(args, kwargs, 1, "error").code))
+                record.note_answer(Answer.error(arg(args, kwargs, 1, "error").code))
         return await wrapped(*args, **kwargs)
 
     def _answering(self, args: Any, kwargs: Any) -> RequestRecord | None:
         """The current request's record, if this write answers it (a handler may write other messages)."""
         record = current_record.get()
-        if self.active and record is not None and record.request_id == _arg(args, kwargs, 0, "request_id"):
+        if self.active and record is not None and record.request_id == arg(args, kwargs, 0, "request_id"):
             return record
         return None
 
     def _notification(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if self.active:
             with contained("observing a cancel notification"):
-                msg = _arg(args, kwargs, 0, "msg")
+                msg = arg(args, kwargs, 0, "msg")
                 if msg.method == NOTIFICATIONS_CANCELLED:
                     request_id = cancelled_request_id_from_params(msg.params)
                     key = coerce_request_id(request_id) if request_id is not None else None
                     if (in_flight := instance._in_flight.get(key)) is not None:
-                        LIVE.note_cancel(in_flight.dctx, _cancel_reason(msg.params))
+                        LIVE.note_cancel(in_flight.dctx, cancel_reason(msg.params))
         return wrapped(*args, **kwargs)
 
     # -- in-process ----------------------------------------------------------
@@ -192,7 +141,7 @@ class ServerHooksV2:
         if self.active:
             with contained("opening a server span"):
                 if _is_server_handler(instance._on_request):
-                    method, params = _arg(args, kwargs, 0, "method"), _arg(args, kwargs, 1, "params")
+                    method, params = arg(args, kwargs, 0, "method"), arg(args, kwargs, 1, "params")
                     record = self._telemetry.open(method, params, None, None)
         if record is None:
             return await wrapped(*args, **kwargs)
@@ -209,7 +158,7 @@ class ServerHooksV2:
                     record.note_answer(Answer.error(exc.error.code))
                 raise
             # Returned means delivered: the value goes straight back to the caller, even a cancelled one.
-            record.note_answer(Answer.result(_is_tool_error(result)))
+            record.note_answer(Answer.result(is_tool_error(result)))
             return result
 
     # -- every path ------------------------------------------------------------
@@ -217,26 +166,29 @@ class ServerHooksV2:
     async def _runner_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if not self.active:
             return await wrapped(*args, **kwargs)
-        dctx = _arg(args, kwargs, 0, "dctx")
+        dctx = arg(args, kwargs, 0, "dctx")
         record = current_record.get()
-        if record is not None and not record.handler_claimed and record.method == _arg(args, kwargs, 1, "method"):
+        if record is not None and not record.handler_claimed and record.method == arg(args, kwargs, 1, "method"):
             return await self._observe_handler(record, instance, dctx, wrapped, args, kwargs)
         # Nothing outside the runner saw this request: the single-exchange HTTP entry.
         with contained("opening a server span"):
-            method, params = _arg(args, kwargs, 1, "method"), _arg(args, kwargs, 2, "params")
-            record = self._telemetry.open(method, params, dctx.request_id, _network_transport(dctx))
+            method, params = arg(args, kwargs, 1, "method"), arg(args, kwargs, 2, "params")
+            record = self._telemetry.open(method, params, dctx.request_id, network_transport(dctx.message_metadata))
         if record is None:
             return await wrapped(*args, **kwargs)
         with self._telemetry.serving(record):
             try:
                 result = await self._observe_handler(record, instance, dctx, wrapped, args, kwargs)
+            except anyio.get_cancelled_exc_class():
+                record.note_cancel(None)  # the client hung up (this entry cannot tell a shutdown apart)
+                raise
             except Exception as exc:
                 record.note_answer(Answer.error(_error_code(exc)))
                 raise
             if _caller_gave_up():
                 record.note_cancel(None)
             else:
-                record.note_answer(Answer.result(_is_tool_error(result)))
+                record.note_answer(Answer.result(is_tool_error(result)))
             return result
 
     async def _observe_handler(
@@ -244,7 +196,7 @@ class ServerHooksV2:
     ) -> Any:
         record.handler_claimed = True
         try:
-            result = await _observed(record, wrapped, args, kwargs)
+            result = await observed(record, wrapped, args, kwargs)
         finally:
             with contained("reading the server's request context"):
                 self._describe(record, runner, dctx)
@@ -265,27 +217,12 @@ class ServerHooksV2:
             record.request_id = dctx.request_id
             record.span.set_attribute(JSONRPC_REQUEST_ID, bounded(str(dctx.request_id)))
 
-    async def _tool_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = current_record.get()
-        if self.active and record is not None:
-            record.tool_registered = True  # MCPServer only runs tools it has registered
-        return await self._user_function(wrapped, instance, args, kwargs)
-
-    async def _user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = current_record.get()
-        if not self.active or record is None:
-            return await wrapped(*args, **kwargs)
-        return await _observed(record, wrapped, args, kwargs)
-
     async def _sdk_middleware(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if self.active and current_record.get() is not None:
-            ctx, call_next = _arg(args, kwargs, 0, "ctx"), _arg(args, kwargs, 1, "call_next")
+            ctx, call_next = arg(args, kwargs, 0, "ctx"), arg(args, kwargs, 1, "call_next")
             return await call_next(ctx)
         return await wrapped(*args, **kwargs)
 
-    def _stdio_server(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        if self.active:
-            stdio_transport.set(NETWORK_TRANSPORT_PIPE)
-        return wrapped(*args, **kwargs)
+
 
 

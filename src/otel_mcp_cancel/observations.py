@@ -1,0 +1,98 @@
+"""What the hooks of both SDK lines share: reading wrapper arguments, observing a handler, reading a reason."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from otel_mcp_cancel.attributes import bounded
+from otel_mcp_cancel.conventions import NETWORK_TRANSPORT_PIPE, NETWORK_TRANSPORT_TCP
+from otel_mcp_cancel.hooks import Hook
+from otel_mcp_cancel.outcome import HandlerEnd
+from otel_mcp_cancel.request_state import RequestRecord, current_record
+
+# Set in the serving task's context when it calls `stdio_server`; handler tasks inherit it.
+stdio_transport: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "otel_mcp_cancel_stdio_transport", default=None
+)
+
+
+def network_transport(message_metadata: object) -> str | None:
+    """tcp when the message came over HTTP (it carries the HTTP request), pipe on stdio, else unknown."""
+    if getattr(message_metadata, "request_context", None) is not None:
+        return NETWORK_TRANSPORT_TCP
+    return stdio_transport.get()
+
+
+def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
+    return args[index] if len(args) > index else kwargs[name]
+
+
+def is_tool_error(result: object) -> bool:
+    """A tools/call result with isError: the wire dict, the model a tool returned, or a 1.x ServerResult."""
+    if isinstance(result, Mapping):
+        return result.get("isError") is True
+    result = getattr(result, "root", result)
+    return getattr(result, "is_error", None) is True or getattr(result, "isError", None) is True
+
+
+def cancel_reason(params: object) -> str | None:
+    """The reason a `notifications/cancelled` gave, if it is a string, cut to size."""
+    reason = params.get("reason") if isinstance(params, Mapping) else getattr(params, "reason", None)
+    return bounded(reason) if isinstance(reason, str) else None
+
+
+async def observed(record: RequestRecord, wrapped: Any, args: Any, kwargs: Any) -> Any:
+    """Run the handler, or the user's function inside it, and note how it ended. The first note wins:
+    the innermost call that returned is where the side effects were done."""
+    try:
+        result = await wrapped(*args, **kwargs)
+    except anyio.get_cancelled_exc_class():
+        record.note_handler(HandlerEnd.INTERRUPTED)
+        raise
+    except BaseException:
+        record.note_handler(HandlerEnd.RAISED)
+        raise
+    record.note_handler(HandlerEnd.RETURNED_TOOL_ERROR if is_tool_error(result) else HandlerEnd.RETURNED)
+    return result
+
+
+class FrameworkHooks:
+    """Hooks into the high-level server (MCPServer on 2.x, FastMCP on 1.x) and the stdio transport.
+
+    The framework calls the user's own function in `Tool.run`, `ResourceTemplate.create_resource`,
+    `FunctionResource.read` and `Prompt.render`. Its return is where side effects are done; the
+    framework may still reach a checkpoint (and be cancelled) after it.
+    """
+
+    active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
+
+    def framework_hooks(self, package: str, stdio_bindings: tuple[str, ...]) -> list[Hook]:
+        return [
+            Hook(f"{package}.tools.base", "Tool.run", self.tool_run),
+            Hook(f"{package}.resources.templates", "ResourceTemplate.create_resource", self.user_function),
+            Hook(f"{package}.resources.types", "FunctionResource.read", self.user_function),
+            Hook(f"{package}.prompts.base", "Prompt.render", self.user_function),
+            # `stdio_server` is imported by name into other modules too; each binding is wrapped.
+            *(Hook(module, "stdio_server", self.stdio_server) for module in stdio_bindings),
+        ]
+
+    async def tool_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        record = current_record.get()
+        if self.active and record is not None:
+            record.tool_registered = True  # the framework only runs tools it has registered
+        return await self.user_function(wrapped, instance, args, kwargs)
+
+    async def user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        record = current_record.get()
+        if not self.active or record is None:
+            return await wrapped(*args, **kwargs)
+        return await observed(record, wrapped, args, kwargs)
+
+    def stdio_server(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if self.active:
+            stdio_transport.set(NETWORK_TRANSPORT_PIPE)
+        return wrapped(*args, **kwargs)
