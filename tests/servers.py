@@ -1,12 +1,18 @@
-"""MCP servers the tests drive, with tools that record ground truth and wait on events the test sets."""
+"""The high-level server the tests drive (MCPServer on 2.x, FastMCP on 1.x), with tools that record
+ground truth and wait on events the test sets."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+
+try:
+    from mcp.server.mcpserver import MCPServer as HighLevelServer
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP as HighLevelServer
 
 
 @dataclass
@@ -24,8 +30,8 @@ class Gates:
         self.thread_release.set()
 
 
-def notes_server(gates: Gates) -> MCPServer:
-    server = MCPServer("notes")
+def notes_server(gates: Gates) -> HighLevelServer:
+    server = HighLevelServer("notes")
 
     @server.tool()
     def echo(text: str) -> str:
@@ -72,3 +78,28 @@ def notes_server(gates: Gates) -> MCPServer:
         return f"note {name}"
 
     return server
+
+
+def raising_lowlevel_server() -> Any:
+    """A low-level server whose tools/call handler raises: the SDK answers with a JSON-RPC error, code 0."""
+    try:
+        from mcp.server import Server
+
+        async def call_tool(ctx: Any, params: Any) -> Any:
+            raise RuntimeError("boom")
+
+        async def list_tools(ctx: Any, params: Any) -> Any:
+            raise AssertionError("not listed in this test")
+
+        return Server("lowlevel", on_call_tool=call_tool, on_list_tools=list_tools)
+    except TypeError:  # mcp 1.x: handlers are registered per request type, not as constructor arguments
+        from mcp import types
+        from mcp.server.lowlevel import Server
+
+        async def raising(request: Any) -> Any:
+            raise RuntimeError("boom")
+
+        server = Server("lowlevel")
+        # The 1.x `call_tool` decorator would turn the exception into isError; register the bare handler.
+        server.request_handlers[types.CallToolRequest] = raising
+        return server

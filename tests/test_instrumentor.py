@@ -7,12 +7,8 @@ import subprocess
 import sys
 from importlib.metadata import entry_points, requires
 
-import anyio
 import pytest
 import wrapt
-from mcp import Client
-from mcp.server.runner import ServerRunner
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -21,27 +17,31 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from packaging.requirements import Requirement
 
-from otel_mcp_cancel import McpCancelInstrumentor, hooks, outcome, server_v2
+from otel_mcp_cancel import McpCancelInstrumentor, _server_hooks_for_installed_mcp, hooks, outcome
 from otel_mcp_cancel.package import _instruments
 from tests.conftest import SPANS, TRACER_PROVIDER
-from tests.peers import raw_session
+from tests.raw_peer import raw_session
 from tests.servers import Gates, notes_server
+from tests.support import MCP_MAJOR, only_v2
 
 SCOPE = "otel_mcp_cancel"
-SDK_SCOPE = "mcp-python-sdk"
-
-
+SDK_SCOPE = "mcp-python-sdk"  # mcp 2.x's own OpenTelemetryMiddleware
 WRAPPER = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 
 
-def hook_targets() -> list[object]:
-    return [JSONRPCDispatcher._handle_request, JSONRPCDispatcher._write_result, ServerRunner._on_request]
+def installed_hooks() -> list[hooks.Hook]:
+    """The hook points of the installed SDK line."""
+    return _server_hooks_for_installed_mcp()(None).hooks()
+
+
+def hooked_callables() -> list[object]:
+    return [getattr(*hooks.target(hook)) for hook in installed_hooks()]
 
 
 async def two_calls() -> None:
-    async with Client(notes_server(Gates()), mode="legacy") as client:
-        await client.call_tool("echo", {"text": "a"})
-        await client.call_tool("broken", {"text": "b"})
+    async with raw_session(notes_server(Gates())) as peer:
+        await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "a"}})
+        await peer.call(2, "tools/call", {"name": "broken", "arguments": {"text": "b"}})
 
 
 def request_spans(scope: str) -> list:
@@ -66,41 +66,55 @@ def test_entry_point_loads_the_instrumentor() -> None:
     assert entry_point.load() is McpCancelInstrumentor
 
 
-@pytest.mark.anyio
-async def test_uninstrument_restores_every_hook_and_the_sdk_span_returns() -> None:
-    originals = hook_targets()
+def test_every_hook_point_of_the_installed_line_exists() -> None:
+    """If an SDK release drops or renames a hook point, this fails instead of tracing silently less."""
     instrumentor = McpCancelInstrumentor()
     instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
-    assert all(isinstance(target, WRAPPER) for target in hook_targets())
+    try:
+        applied = [(hook.module, hook.attribute) for hook in instrumentor._applied]
+        assert applied == [(hook.module, hook.attribute) for hook in installed_hooks()]
+    finally:
+        instrumentor.uninstrument()
+
+
+@pytest.mark.anyio
+async def test_uninstrument_restores_every_hook() -> None:
+    originals = hooked_callables()
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
+    assert all(isinstance(target, WRAPPER) for target in hooked_callables())
     instrumentor.uninstrument()
-    assert hook_targets() == originals
-    assert not any(isinstance(target, WRAPPER) for target in hook_targets())
+    assert hooked_callables() == originals
+    assert not any(isinstance(target, WRAPPER) for target in hooked_callables())
     SPANS.clear()
     await two_calls()
     assert request_spans(SCOPE) == []
-    # Without us the SDK's own middleware traces each request once.
-    assert sorted(s.name for s in request_spans(SDK_SCOPE)) == ["tools/call broken", "tools/call echo"]
+    if MCP_MAJOR == 2:
+        # Without us the SDK's own middleware traces each request once.
+        assert sorted(s.name for s in request_spans(SDK_SCOPE)) == ["tools/call broken", "tools/call echo"]
 
 
 @pytest.mark.anyio
 async def test_a_wrapper_kept_after_uninstrument_is_a_pass_through() -> None:
     instrumentor = McpCancelInstrumentor()
     instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
-    kept = JSONRPCDispatcher.__dict__["_handle_request"]
+    kept = [(owner, name, owner.__dict__[name]) for owner, name in map(hooks.target, installed_hooks())]
     instrumentor.uninstrument()
     SPANS.clear()
-    JSONRPCDispatcher._handle_request = kept
+    for owner, name, wrapper in kept:
+        setattr(owner, name, wrapper)
     try:
         await two_calls()
     finally:
-        JSONRPCDispatcher._handle_request = kept.__wrapped__
+        for owner, name, wrapper in kept:
+            setattr(owner, name, wrapper.__wrapped__)
     assert request_spans(SCOPE) == []
 
 
 @pytest.mark.anyio
-async def test_instrumenting_twice_is_harmless(captured, caplog) -> None:
+async def test_instrumenting_twice_is_harmless(captured) -> None:
     McpCancelInstrumentor().instrument(tracer_provider=TRACER_PROVIDER)
-    assert not isinstance(JSONRPCDispatcher._handle_request.__wrapped__, WRAPPER)
+    assert not any(isinstance(target.__wrapped__, WRAPPER) for target in hooked_callables())
     await two_calls()
     assert sorted(s.name for s in request_spans(SCOPE)) == ["tools/call broken", "tools/call echo"]
     assert request_spans(SDK_SCOPE) == []
@@ -152,11 +166,11 @@ async def test_a_failing_exporter_never_reaches_the_server() -> None:
     instrumentor = McpCancelInstrumentor()
     instrumentor.instrument(tracer_provider=provider, meter_provider=MeterProvider())
     try:
-        async with Client(notes_server(Gates()), mode="legacy") as client:
-            result = await client.call_tool("echo", {"text": "still answered"})
+        async with raw_session(notes_server(Gates())) as peer:
+            answer = await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "still answered"}})
     finally:
         instrumentor.uninstrument()
-    assert result.content[0].text == "still answered"
+    assert answer.result["content"][0]["text"] == "still answered"
 
 
 @pytest.mark.anyio
@@ -170,12 +184,12 @@ async def test_an_internal_fault_is_contained_and_logged_once(monkeypatch, caplo
     instrumentor = McpCancelInstrumentor()
     instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider(metric_readers=[reader]))
     try:
-        async with Client(notes_server(Gates()), mode="legacy") as client:
-            first = await client.call_tool("echo", {"text": "one"})
-            second = await client.call_tool("echo", {"text": "two"})
+        async with raw_session(notes_server(Gates())) as peer:
+            first = await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "one"}})
+            second = await peer.call(2, "tools/call", {"name": "echo", "arguments": {"text": "two"}})
     finally:
         instrumentor.uninstrument()
-    assert [first.content[0].text, second.content[0].text] == ["one", "two"]
+    assert [first.result["content"][0]["text"], second.result["content"][0]["text"]] == ["one", "two"]
     errors = [r for r in caplog.records if r.name == "otel_mcp_cancel" and r.levelno == logging.ERROR]
     assert len(errors) == 1 and "finishing a server span" in errors[0].getMessage()
     assert outcome.classify is not broken_classify  # the model itself was untouched
@@ -202,17 +216,9 @@ def test_import_and_instrument_without_mcp_installed() -> None:
     assert done.stdout.strip() == "host still running"
 
 
-def test_stdio_transport_bindings_exist() -> None:
-    """Each module that re-exports stdio_server is wrapped; if mcp drops one, this says so."""
-    import importlib
-
-    for module in server_v2._STDIO_SERVER_BINDINGS:
-        assert hasattr(importlib.import_module(module), "stdio_server"), module
-
-
+@only_v2
 @pytest.mark.anyio
 async def test_the_sdk_middleware_still_traces_notifications(captured) -> None:
     await two_calls()
-    await anyio.sleep(0)
     notification_spans = [s for s in SPANS.get_finished_spans() if s.name == "notifications/initialized"]
     assert [s.instrumentation_scope.name for s in notification_spans] == [SDK_SCOPE]

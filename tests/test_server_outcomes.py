@@ -1,4 +1,7 @@
-"""Every outcome on real mcp 2.x sessions: a raw JSON-RPC peer and the SDK's own Client over memory streams.
+"""Every outcome on a real server of either SDK line, driven by a raw JSON-RPC peer over memory streams.
+
+The lines differ in one visible way: mcp 1.x answers a cancel with an
+acknowledgement (`ErrorData(code=0, "Request cancelled")`), 2.x writes nothing.
 
 Races are made deterministic: a tool signals that it started and waits for the
 test to release it; the test sends the cancel, then a ping, and only releases
@@ -11,31 +14,38 @@ import logging
 from typing import Any
 
 import pytest
-from mcp import Client
-from mcp.server import Server
-from mcp_types import CallToolResult, JSONRPCError, JSONRPCResponse, TextContent
 from opentelemetry.trace import StatusCode
 
 from otel_mcp_cancel import ghost_stats
 from otel_mcp_cancel.instruments import DURATION_BUCKETS
-from tests.peers import PROTOCOL_VERSION, cancel_when, raw_session, until
-from tests.servers import Gates, notes_server
+from tests.raw_peer import RawPeer, is_error, is_result, raw_session
+from tests.servers import Gates, notes_server, raising_lowlevel_server
+from tests.support import MCP_MAJOR, only_v2, until
 
 pytestmark = pytest.mark.anyio
 
 SCOPE = "otel_mcp_cancel"
 
 
-def tools_call_attributes(request_id: str, tool: str, outcome: str, **extra: Any) -> dict[str, Any]:
+def tools_call_attributes(peer: RawPeer, request_id: str, tool: str, outcome: str, **extra: Any) -> dict[str, Any]:
     return {
         "mcp.method.name": "tools/call",
         "jsonrpc.request.id": request_id,
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
-        "mcp.protocol.version": PROTOCOL_VERSION,
+        "mcp.protocol.version": peer.protocol_version,
         "tool.outcome": outcome,
         **extra,
     }
+
+
+def assert_no_answer_but_the_acknowledgement(peer: RawPeer, request_id: Any) -> None:
+    """What reached the wire for a cancelled request: nothing on 2.x; on 1.x only the SDK's acknowledgement."""
+    answers = peer.answers(request_id)
+    if MCP_MAJOR == 1:
+        assert len(answers) == 1 and is_error(answers[0], 0) and answers[0].error.message == "Request cancelled"
+    else:
+        assert answers == []
 
 
 def duration_point(captured, method: str, **attributes: Any):
@@ -67,11 +77,11 @@ async def cancel_and_sync(peer, request_id: Any, reason: str | None, barrier_id:
 async def test_ok(captured) -> None:
     async with raw_session(notes_server(Gates())) as peer:
         answer = await peer.call(10, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
-    assert isinstance(answer, JSONRPCResponse)
+    assert is_result(answer)
     span = await span_for(captured, "10")
     assert span.name == "tools/call echo"
     assert span.instrumentation_scope.name == SCOPE
-    assert dict(span.attributes) == tools_call_attributes("10", "echo", "ok")
+    assert dict(span.attributes) == tools_call_attributes(peer, "10", "echo", "ok")
     assert span.status.status_code is StatusCode.UNSET
     assert events(span) == []
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "echo"})
@@ -79,7 +89,7 @@ async def test_ok(captured) -> None:
         "mcp.method.name": "tools/call",
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "echo",
-        "mcp.protocol.version": PROTOCOL_VERSION,
+        "mcp.protocol.version": peer.protocol_version,
         "tool.outcome": "ok",
     }
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"]
@@ -90,32 +100,23 @@ async def test_ok(captured) -> None:
 async def test_tool_error_is_failed(captured) -> None:
     async with raw_session(notes_server(Gates())) as peer:
         answer = await peer.call(11, "tools/call", {"name": "broken", "arguments": {"text": "hi"}})
-    assert isinstance(answer, JSONRPCResponse) and answer.result["isError"] is True
+    assert is_result(answer) and answer.result["isError"] is True
     span = await span_for(captured, "11")
-    assert dict(span.attributes) == tools_call_attributes("11", "broken", "failed", **{"error.type": "tool_error"})
+    expected = tools_call_attributes(peer, "11", "broken", "failed", **{"error.type": "tool_error"})
+    assert dict(span.attributes) == expected
     assert span.status.status_code is StatusCode.ERROR
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "broken"})
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"] == "failed"
     assert point.attributes["error.type"] == "tool_error"
 
 
-def lowlevel_server(handler) -> Server:
-    async def list_tools(ctx, params):
-        raise AssertionError("not listed in this test")
-
-    return Server("lowlevel", on_call_tool=handler, on_list_tools=list_tools)
-
-
 async def test_handler_exception_is_a_jsonrpc_error(captured) -> None:
-    async def call_tool(ctx, params) -> CallToolResult:
-        raise RuntimeError("boom")
-
-    server = lowlevel_server(call_tool)
-    async with raw_session(server) as peer:
+    async with raw_session(raising_lowlevel_server()) as peer:
         answer = await peer.call(12, "tools/call", {"name": "anything", "arguments": {}})
-    assert isinstance(answer, JSONRPCError) and answer.error.code == 0
+    assert is_error(answer, 0)
     span = await span_for(captured, "12")
     assert dict(span.attributes) == tools_call_attributes(
+        peer,
         "12", "anything", "failed", **{"error.type": "0", "rpc.response.status_code": "0"}
     )
     assert span.status.status_code is StatusCode.ERROR
@@ -123,16 +124,17 @@ async def test_handler_exception_is_a_jsonrpc_error(captured) -> None:
     assert span.name == "tools/call _OTHER"
 
 
+@only_v2  # mcp 1.x rejects a request that fails its schema in the receive loop, before any request exists
 async def test_invalid_params_is_failed_but_the_callers_fault(captured) -> None:
     async with raw_session(notes_server(Gates())) as peer:
         answer = await peer.call(13, "tools/call", {"arguments": {}})
-    assert isinstance(answer, JSONRPCError) and answer.error.code == -32602
+    assert is_error(answer, -32602)
     span = await span_for(captured, "13")
     assert dict(span.attributes) == {
         "mcp.method.name": "tools/call",
         "jsonrpc.request.id": "13",
         "gen_ai.operation.name": "execute_tool",
-        "mcp.protocol.version": PROTOCOL_VERSION,
+        "mcp.protocol.version": peer.protocol_version,
         "tool.outcome": "failed",
         "error.type": "-32602",
         "rpc.response.status_code": "-32602",
@@ -140,15 +142,16 @@ async def test_invalid_params_is_failed_but_the_callers_fault(captured) -> None:
     assert span.status.status_code is StatusCode.UNSET
 
 
+@only_v2  # mcp 1.x rejects an unknown method in the receive loop, before any request exists
 async def test_unknown_method_is_unset(captured) -> None:
     async with raw_session(notes_server(Gates())) as peer:
         answer = await peer.call(14, "no/such/method", {})
-    assert isinstance(answer, JSONRPCError) and answer.error.code == -32601
+    assert is_error(answer, -32601)
     span = await span_for(captured, "14")
     assert dict(span.attributes) == {
         "mcp.method.name": "no/such/method",
         "jsonrpc.request.id": "14",
-        "mcp.protocol.version": PROTOCOL_VERSION,
+        "mcp.protocol.version": peer.protocol_version,
         "error.type": "-32601",
         "rpc.response.status_code": "-32601",
     }
@@ -165,8 +168,8 @@ async def test_cancel_interrupts_the_handler(captured, plugin_log) -> None:
         await gates.started.wait()
         await cancel_and_sync(peer, 20, "user pressed stop")
         span = await span_for(captured, "20")
-        assert peer.answers(20) == []
-    assert dict(span.attributes) == tools_call_attributes("20", "slow", "cancelled")
+        assert_no_answer_but_the_acknowledgement(peer, 20)
+    assert dict(span.attributes) == tools_call_attributes(peer, "20", "slow", "cancelled")
     assert span.status.status_code is StatusCode.UNSET
     assert events(span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "user pressed stop"})]
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "slow"})
@@ -179,7 +182,12 @@ async def test_cancel_interrupts_the_handler(captured, plugin_log) -> None:
 
 @pytest.mark.parametrize(
     ("tool", "handler_outcome"),
-    [("shielded_write", "ok"), ("shielded_broken", "failed"), ("sync_write", "ok")],
+    [
+        ("shielded_write", "ok"),
+        ("shielded_broken", "failed"),
+        # FastMCP 1.x runs sync tools on the event loop: nothing, not even this test, runs until they return.
+        pytest.param("sync_write", "ok", marks=only_v2),
+    ],
 )
 async def test_ghost(captured, plugin_log, tool: str, handler_outcome: str) -> None:
     gates = Gates()
@@ -191,9 +199,9 @@ async def test_ghost(captured, plugin_log, tool: str, handler_outcome: str) -> N
         gates.let_go()
         span = await span_for(captured, "30")
         await peer.barrier("after")
-        assert peer.answers(30) == []
+        assert_no_answer_but_the_acknowledgement(peer, 30)
     assert gates.side_effects == ["note.md"]
-    assert dict(span.attributes) == tools_call_attributes("30", tool, "cancelled")
+    assert dict(span.attributes) == tools_call_attributes(peer, "30", tool, "cancelled")
     assert span.status.status_code is StatusCode.UNSET
     assert events(span) == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "timed out after 1.0s"}),
@@ -269,12 +277,12 @@ async def test_other_methods_get_cancel_and_ghost_handling_without_tool_outcome(
         await cancel_and_sync(peer, 50, "navigated away")
         gates.let_go()
         span = await span_for(captured, "50")
-        assert peer.answers(50) == []
+        assert_no_answer_but_the_acknowledgement(peer, 50)
     assert dict(span.attributes) == {
         "mcp.method.name": "resources/read",
         "jsonrpc.request.id": "50",
         "mcp.resource.uri": "notes://today",
-        "mcp.protocol.version": PROTOCOL_VERSION,
+        "mcp.protocol.version": peer.protocol_version,
     }
     assert events(span) == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "navigated away"}),
@@ -297,80 +305,3 @@ async def test_traceparent_in_meta_parents_the_server_span(captured) -> None:
     assert format(span.parent.span_id, "016x") == parent
 
 
-async def test_sdk_client_session_exactly_one_server_span_per_request(captured) -> None:
-    gates = Gates()
-    async with Client(notes_server(gates), mode="legacy") as client:
-        await client.call_tool("echo", {"text": "a"})
-        await client.call_tool("broken", {"text": "b"})
-        await client.list_tools()
-    requests = [s for s in captured.server_spans() if "jsonrpc.request.id" in s.attributes]
-    assert {s.instrumentation_scope.name for s in requests} == {SCOPE}
-    ids = [s.attributes["jsonrpc.request.id"] for s in requests]
-    assert len(ids) == len(set(ids))
-    # initialize, two tools/call, the client's own tools/list refresh, and the explicit tools/list.
-    assert sorted(s.name for s in requests) == sorted(
-        ["initialize", "tools/call echo", "tools/call broken", "tools/list", "tools/list"]
-    )
-
-
-async def test_sdk_client_caller_cancel_is_cancelled_with_its_reason(captured) -> None:
-    gates = Gates()
-    async with Client(notes_server(gates), mode="legacy") as client:
-        await cancel_when(gates.started.wait, lambda: client.call_tool("shielded_write", {"path": "x.md"}))
-        await client.send_ping()
-        gates.let_go()
-        await until(lambda: any(s.name == "tools/call shielded_write" for s in captured.server_spans()))
-    (span,) = [s for s in captured.server_spans() if s.name == "tools/call shielded_write"]
-    assert span.attributes["tool.outcome"] == "cancelled"
-    assert events(span) == [
-        ("mcp.request.cancelled", {"mcp.cancel.reason": "caller cancelled"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok"}),
-    ]
-    assert gates.side_effects == ["x.md"]
-
-
-async def test_sdk_client_timeout_is_cancelled(captured) -> None:
-    gates = Gates()
-    async with Client(notes_server(gates), mode="legacy", read_timeout_seconds=0.05) as client:
-        with pytest.raises(Exception, match="[Tt]imed out"):
-            await client.call_tool("slow", {"text": "x"})
-        await until(lambda: any(s.name == "tools/call slow" for s in captured.server_spans()))
-    (span,) = [s for s in captured.server_spans() if s.name == "tools/call slow"]
-    assert span.attributes["tool.outcome"] == "cancelled"
-    ((name, attributes),) = events(span)
-    assert name == "mcp.request.cancelled" and attributes["mcp.cancel.reason"].startswith("timed out after")
-
-
-class TestInProcessDirectPath:
-    """`Client(server)` on 2.x dispatches in-process with no JSON-RPC at all."""
-
-    async def test_ok_and_failed(self, captured) -> None:
-        async with Client(notes_server(Gates())) as client:
-            ok = await client.call_tool("echo", {"text": "a"})
-            failed = await client.call_tool("broken", {"text": "b"})
-        assert ok.content == [TextContent(type="text", text="a")] and failed.is_error
-        spans = [s for s in captured.server_spans() if "tool.outcome" in s.attributes]
-        outcomes = {s.name: s.attributes["tool.outcome"] for s in spans}
-        assert outcomes == {"tools/call echo": "ok", "tools/call broken": "failed"}
-        assert {s.instrumentation_scope.name for s in captured.server_spans()} == {SCOPE}
-
-    async def test_a_result_returned_to_a_cancelled_caller_is_delivered(self, captured, plugin_log) -> None:
-        """In-process, the handler runs in the caller's task: a shielded tool's result still reaches the caller."""
-        gates = Gates()
-        async with Client(notes_server(gates)) as client:
-            result = await cancel_when(
-                gates.started.wait, lambda: client.call_tool("shielded_write", {"path": "direct.md"}), then=gates.let_go
-            )
-        assert result.content == [TextContent(type="text", text="wrote direct.md")]
-        (span,) = [s for s in captured.server_spans() if s.name == "tools/call shielded_write"]
-        assert span.attributes["tool.outcome"] == "ok"
-        assert events(span) == []
-        assert plugin_log() == []
-
-    async def test_caller_cancel_interrupts(self, captured) -> None:
-        gates = Gates()
-        async with Client(notes_server(gates)) as client:
-            await cancel_when(gates.started.wait, lambda: client.call_tool("slow", {"text": "x"}))
-        (span,) = [s for s in captured.server_spans() if s.name == "tools/call slow"]
-        assert span.attributes["tool.outcome"] == "cancelled"
-        assert [e.name for e in span.events] == ["mcp.request.cancelled"]

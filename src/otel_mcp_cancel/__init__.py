@@ -12,9 +12,10 @@ or, with no code change, `opentelemetry-instrument python server.py` (entry poin
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
@@ -22,7 +23,10 @@ from opentelemetry.metrics import get_meter
 from opentelemetry.semconv.schemas import Schemas
 from opentelemetry.trace import get_tracer
 
-from otel_mcp_cancel.environment_variables import OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS
+from otel_mcp_cancel.environment_variables import (
+    OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS,
+    OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
+)
 from otel_mcp_cancel.ghosts import GhostStats, ghost_stats
 from otel_mcp_cancel.package import _instruments
 from otel_mcp_cancel.version import __version__
@@ -43,18 +47,19 @@ class McpCancelInstrumentor(BaseInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         try:
-            from otel_mcp_cancel import hooks
-            from otel_mcp_cancel.instruments import create_instruments
-            from otel_mcp_cancel.server_telemetry import ServerTelemetry
-            from otel_mcp_cancel.server_v2 import ServerHooksV2
+            server_hooks = _server_hooks_for_installed_mcp()
         except ImportError as exc:
-            logger.warning("otel_mcp_cancel: mcp 2.x is not importable (%s); nothing is instrumented", exc)
+            logger.warning("otel_mcp_cancel: mcp is not importable (%s); nothing is instrumented", exc)
             return
+        from otel_mcp_cancel import hooks
+        from otel_mcp_cancel.instruments import create_instruments
+        from otel_mcp_cancel.server_telemetry import ServerTelemetry
+
         schema_url = Schemas.V1_28_0.value
         tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=schema_url)
         meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=schema_url)
         telemetry = ServerTelemetry(tracer, create_instruments(meter), cancelled_is_error=_cancelled_is_error())
-        self._server_hooks = ServerHooksV2(telemetry)
+        self._server_hooks = server_hooks(telemetry)
         self._applied = hooks.apply(self._server_hooks.hooks())
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -66,9 +71,26 @@ class McpCancelInstrumentor(BaseInstrumentor):
         self._server_hooks, self._applied = None, []
 
 
+def _server_hooks_for_installed_mcp() -> Callable[[Any], Any]:
+    """The hook set for the installed SDK line; ImportError when mcp is missing."""
+    if importlib.metadata.version("mcp").split(".")[0] == "1":
+        from otel_mcp_cancel.server_v1 import ServerHooksV1
+
+        guard = _choice(OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD, ("on", "off")) == "on"
+        return lambda telemetry: ServerHooksV1(telemetry, guard=guard)
+    from otel_mcp_cancel.server_v2 import ServerHooksV2
+
+    return ServerHooksV2
+
+
 def _cancelled_is_error() -> bool:
-    value = os.environ.get(OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS, "unset").strip().lower()
-    if value not in ("unset", "error"):
-        logger.warning("otel_mcp_cancel: %s=%r is not 'unset' or 'error'; using 'unset'",
-                       OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS, value)
-    return value == "error"
+    return _choice(OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS, ("unset", "error")) == "error"
+
+
+def _choice(variable: str, allowed: tuple[str, ...]) -> str:
+    """The variable's value if allowed, else (with a warning) the first allowed value, the default."""
+    value = os.environ.get(variable, allowed[0]).strip().lower()
+    if value not in allowed:
+        logger.warning("otel_mcp_cancel: %s=%r is not one of %s; using %r", variable, value, allowed, allowed[0])
+        return allowed[0]
+    return value

@@ -4,3 +4,8 @@ OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS = "OTEL_PYTHON_MCP_CANCEL_CANCELLED
 """`unset` (default) leaves cancelled spans with status UNSET; `error` marks them ERROR.
 
 Read when `instrument()` runs. `error.type` is never set on a cancelled span either way."""
+
+OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD = "OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD"
+"""mcp 1.x only. `on` (default): a late answer after the cancel acknowledgement, or a cancel that lands
+while the answer is being written, is dropped instead of ending the session. `off`: the ghost is still
+recorded, then the SDK behaves as it always did. Read when `instrument()` runs."""

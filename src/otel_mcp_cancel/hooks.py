@@ -36,10 +36,15 @@ def apply(hooks: Iterable[Hook]) -> list[Hook]:
     return applied
 
 
+def target(hook: Hook) -> tuple[Any, str]:
+    """The object holding the hooked callable, and the callable's name on it."""
+    owner_path, _, name = hook.attribute.rpartition(".")
+    owner: Any = importlib.import_module(hook.module)
+    if owner_path:
+        owner = getattr(owner, owner_path)
+    return owner, name
+
+
 def remove(hooks: Iterable[Hook]) -> None:
     for hook in hooks:
-        owner_path, _, name = hook.attribute.rpartition(".")
-        owner: Any = importlib.import_module(hook.module)
-        if owner_path:
-            owner = getattr(owner, owner_path)
-        unwrap(owner, name)
+        unwrap(*target(hook))

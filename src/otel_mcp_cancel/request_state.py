@@ -36,6 +36,7 @@ class RequestRecord:
     cancel_reason: str | None = None
     cancel_time_ns: int | None = None
     protocol_version: str | None = None
+    server: Any = None  # the low-level server answering, to ask which tools it registered
     tool_registered: bool = False
 
     def note_handler(self, end: HandlerEnd) -> None:
@@ -79,6 +80,10 @@ class LiveRequests:
             early = self._early.pop(id(key), None)
         if early is not None and early[0]() is key:
             record.note_cancel(early[1], early[2])
+
+    def find(self, key: object) -> RequestRecord | None:
+        with self._lock:
+            return self._records.get(id(key))
 
     def note_cancel(self, key: object, reason: str | None) -> None:
         now = time.time_ns()

@@ -19,6 +19,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
+from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import (
     metric_attributes,
     request_attributes,
@@ -90,6 +91,8 @@ class ServerTelemetry:
 
     def finish(self, record: RequestRecord) -> None:
         with contained("finishing a server span"):
+            if record.method == TOOLS_CALL and not record.tool_registered and record.server is not None:
+                record.tool_registered = tool_registry.is_registered(record.server, target_name(record.params))
             verdict = classify(
                 record.handler, record.answer, record.cancelled, cancelled_is_error=self._cancelled_is_error
             )

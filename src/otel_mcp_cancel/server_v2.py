@@ -26,11 +26,10 @@ from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params, hand
 from mcp_types import INTERNAL_ERROR, REQUEST_TIMEOUT
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import bounded, target_name
+from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.conventions import (
     JSONRPC_REQUEST_ID,
     NOTIFICATIONS_CANCELLED,
-    TOOLS_CALL,
     TOOLS_LIST,
 )
 from otel_mcp_cancel.faults import contained
@@ -207,12 +206,9 @@ class ServerHooksV2(FrameworkHooks):
 
     @staticmethod
     def _describe(record: RequestRecord, runner: Any, dctx: Any) -> None:
-        """What only the runner knows: the negotiated protocol version, the server's tools, the request id."""
+        """What only the runner knows: the negotiated protocol version, the server, the request id."""
         record.protocol_version = runner.connection.protocol_version
-        if record.method == TOOLS_CALL:
-            record.tool_registered = record.tool_registered or tool_registry.is_registered(
-                runner.server, target_name(record.params)
-            )
+        record.server = runner.server
         if record.request_id is None and dctx.request_id is not None:
             record.request_id = dctx.request_id
             record.span.set_attribute(JSONRPC_REQUEST_ID, bounded(str(dctx.request_id)))

@@ -19,11 +19,13 @@ _lock = threading.Lock()
 
 
 def learn_listing(server: Any, result: Any) -> None:
-    """Remember the tool names a server's tools/list answer advertised."""
+    """Remember the tool names a server's tools/list answer (the wire dict) advertised."""
     tools = result.get("tools") if isinstance(result, Mapping) else None
-    if not isinstance(tools, list):
-        return
-    names = frozenset(tool.get("name") for tool in tools if isinstance(tool, Mapping))
+    if isinstance(tools, list):
+        learn_names(server, [tool.get("name") for tool in tools if isinstance(tool, Mapping)])
+
+
+def learn_names(server: Any, names: list[Any]) -> None:
     with _lock:
         merged = _listed.get(server, frozenset()) | {name for name in names if isinstance(name, str)}
         if len(merged) <= MAX_LISTED_NAMES:

@@ -11,7 +11,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from examples.otlp_sink import OtlpSink, exporter_environment
-from tests.peers import cancel_when, until
+from tests.support import cancel_when, until
 
 pytestmark = pytest.mark.anyio
 

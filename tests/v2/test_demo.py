@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-DEMO = Path(__file__).resolve().parent.parent / "examples" / "traffic.py"
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "traffic.py"
 
 
 def test_demo_prints_every_outcome_and_the_ghosts_it_saw() -> None:

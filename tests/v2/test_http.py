@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 
 from examples.otlp_sink import OtlpSink, exporter_environment
-from tests.peers import cancel_when, until
+from tests.support import cancel_when, until
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,184 @@
+"""Hooks into the mcp 1.x server (1.12.3 to 1.30). Thin: each wrapper reports what it saw; one also guards.
+
+Where a 1.x request lives:
+- `Server._handle_request` awaits the handler and then `responder.respond(...)`.
+  The span lives here; `initialize` is answered earlier, in `ServerSession._received_request`.
+- `RequestResponder.respond` writes the answer. Entered after `cancel()` has
+  already answered the id, it is the ghost: the SDK asserts
+  `Request already responded to` there and the session dies (SDK issue #2416).
+- `RequestResponder.cancel` runs in the receive loop for `notifications/cancelled`:
+  it cancels the handler and writes the acknowledgement `ErrorData(code=0, "Request cancelled")`.
+
+The guard (on by default) drops an answer that would be a second one for its id:
+a late `respond()` after the acknowledgement, and a `cancel()` whose request is
+already answering (its acknowledgement would be the second answer, and its
+cancellation would interrupt the answer's write and end the session).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+
+from otel_mcp_cancel import tool_registry
+from otel_mcp_cancel.conventions import TOOLS_LIST
+from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.hooks import Hook
+from otel_mcp_cancel.observations import FrameworkHooks, arg, cancel_reason, is_tool_error, network_transport
+from otel_mcp_cancel.outcome import Answer, HandlerEnd
+from otel_mcp_cancel.request_state import LIVE, RequestRecord
+from otel_mcp_cancel.server_telemetry import ServerTelemetry
+
+_STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.fastmcp.server", "mcp")
+
+
+def _params(request: Any) -> dict[str, Any] | None:
+    params = getattr(request, "params", None)
+    return None if params is None else params.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def _negotiated_version(session: Any) -> str | None:
+    """The version the server answered `initialize` with: the client's, if supported, else the latest."""
+    client_params = getattr(session, "client_params", None)
+    if client_params is None:
+        return None
+    requested = client_params.protocolVersion
+    return requested if requested in SUPPORTED_PROTOCOL_VERSIONS else types.LATEST_PROTOCOL_VERSION
+
+
+def _answer(response: Any) -> Answer:
+    if isinstance(response, types.ErrorData):
+        return Answer.error(response.code)
+    return Answer.result(is_tool_error(response))
+
+
+def _handler_end(response: Any) -> HandlerEnd:
+    if isinstance(response, types.ErrorData):
+        return HandlerEnd.RAISED
+    return HandlerEnd.RETURNED_TOOL_ERROR if is_tool_error(response) else HandlerEnd.RETURNED
+
+
+def _acknowledged(responder: Any) -> bool:
+    """`cancel()` already answered this id with its acknowledgement."""
+    return getattr(responder, "_completed", False) and getattr(responder, "cancelled", False)
+
+
+def _answering(responder: Any) -> bool:
+    """`respond()` already began this id's answer."""
+    return getattr(responder, "_completed", False) and not getattr(responder, "cancelled", False)
+
+
+def _reason_from_receive_loop() -> str | None:
+    """The reason of the `notifications/cancelled` being handled.
+
+    mcp 1.x validates the notification inside `BaseSession._receive_loop` and
+    calls `responder.cancel()` without it; the validated notification is the
+    local `notification` of that frame (1.12.3 to 1.30). None if it is not there.
+    """
+    frame = sys._getframe(1)
+    for _ in range(6):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "_receive_loop":
+            notification = frame.f_locals.get("notification")
+            root = getattr(notification, "root", None)
+            if isinstance(root, types.CancelledNotification):
+                return cancel_reason(root.params)
+            return None
+        frame = frame.f_back
+    return None
+
+
+class ServerHooksV1(FrameworkHooks):
+    def __init__(self, telemetry: ServerTelemetry, *, guard: bool) -> None:
+        self._telemetry = telemetry
+        self._guard = guard
+
+    def hooks(self) -> list[Hook]:
+        return [
+            Hook("mcp.server.lowlevel.server", "Server._handle_request", self._handle_request),
+            Hook("mcp.server.session", "ServerSession._received_request", self._received_request),
+            Hook("mcp.shared.session", "RequestResponder.respond", self._respond),
+            Hook("mcp.shared.session", "RequestResponder.cancel", self._cancel),
+            *self.framework_hooks("mcp.server.fastmcp", _STDIO_SERVER_BINDINGS),
+        ]
+
+    def _open(self, responder: Any, server: Any, session: Any) -> RequestRecord | None:
+        request = responder.request.root
+        transport = network_transport(responder.message_metadata)
+        record = self._telemetry.open(request.method, _params(request), responder.request_id, transport)
+        if record is not None:
+            record.server = server
+            record.protocol_version = _negotiated_version(session)
+        return record
+
+    async def _serve(self, record: RequestRecord, responder: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
+        LIVE.add(responder, record)
+        with self._telemetry.serving(record):
+            try:
+                return await wrapped(*args, **kwargs)
+            except anyio.get_cancelled_exc_class():
+                record.note_handler(HandlerEnd.INTERRUPTED)
+                raise
+            finally:
+                LIVE.discard(responder, record)
+
+    async def _handle_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        record = responder = None
+        if self.active:
+            with contained("opening a server span"):
+                responder = arg(args, kwargs, 0, "message")
+                record = self._open(responder, instance, arg(args, kwargs, 2, "session"))
+        if record is None:
+            return await wrapped(*args, **kwargs)
+        return await self._serve(record, responder, wrapped, args, kwargs)
+
+    async def _received_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """`initialize` is answered here, in the receive loop, and never reaches `Server._handle_request`."""
+        record = responder = None
+        if self.active:
+            with contained("opening a server span"):
+                responder = arg(args, kwargs, 0, "responder")
+                if isinstance(responder.request.root, types.InitializeRequest):
+                    record = self._open(responder, None, instance)
+        if record is None:
+            return await wrapped(*args, **kwargs)
+        try:
+            return await self._serve(record, responder, wrapped, args, kwargs)
+        finally:
+            record.protocol_version = _negotiated_version(instance)
+
+    async def _respond(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        late = _acknowledged(instance)
+        if self.active:
+            with contained("observing an answer"):
+                response = arg(args, kwargs, 0, "response")
+                if (record := LIVE.find(instance)) is not None:
+                    record.note_handler(_handler_end(response))
+                    if not late:
+                        record.note_answer(_answer(response))
+                        self._learn_listing(record, response)
+        if late and self.active and self._guard:
+            return None  # the peer already has its one answer; a second would end the session
+        return await wrapped(*args, **kwargs)
+
+    async def _cancel(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        answering = _answering(instance)
+        if self.active:
+            with contained("observing a cancel notification"):
+                LIVE.note_cancel(instance, _reason_from_receive_loop())
+                if not answering and (record := LIVE.find(instance)) is not None:
+                    record.note_answer(Answer.cancel_ack())
+        if answering and self.active and self._guard:
+            return None  # a cancel after the answer changes nothing; letting it run would break the session
+        return await wrapped(*args, **kwargs)
+
+    @staticmethod
+    def _learn_listing(record: RequestRecord, response: Any) -> None:
+        if record.method == TOOLS_LIST and record.server is not None:
+            tools = getattr(getattr(response, "root", None), "tools", None) or []
+            tool_registry.learn_names(record.server, [tool.name for tool in tools])

@@ -1,0 +1,126 @@
+"""A raw JSON-RPC peer for a real MCP server (either SDK line) over memory streams.
+
+It sends exactly the messages a test chooses (including hostile ones) and
+records every message the server writes, so tests can assert what reached the
+wire: one answer per id, the 1.x cancel acknowledgement, or nothing at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from mcp.shared.memory import create_client_server_memory_streams
+from mcp.shared.message import SessionMessage
+
+try:  # mcp 2.x
+    from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+    def _envelope(message: Any) -> Any:
+        return message
+
+    def _unwrap(message: Any) -> Any:
+        return message
+
+except ImportError:  # mcp 1.x wraps every message in a JSONRPCMessage root model
+    from mcp.types import JSONRPCError, JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+    def _envelope(message: Any) -> Any:
+        return JSONRPCMessage(message)
+
+    def _unwrap(message: Any) -> Any:
+        return message.root
+
+
+REQUESTED_PROTOCOL_VERSION = "2025-06-18"  # known to both lines
+
+
+class RawPeer:
+    def __init__(self, read_stream: Any, write_stream: Any) -> None:
+        self.read_stream = read_stream
+        self._write = write_stream
+        self.wire: list[Any] = []
+        self.protocol_version: str | None = None
+        self.server_crash: Exception | None = None  # what ended the server's run(), if it died
+        self._arrived = anyio.Event()
+
+    async def pump(self) -> None:
+        async for item in self.read_stream:
+            if isinstance(item, SessionMessage):
+                self.wire.append(_unwrap(item.message))
+                self._arrived.set()
+                self._arrived = anyio.Event()
+
+    async def request(self, request_id: Any, method: str, params: dict[str, Any] | None = None) -> None:
+        request = JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=params)
+        await self._write.send(SessionMessage(_envelope(request)))
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        notification = JSONRPCNotification(jsonrpc="2.0", method=method, params=params)
+        await self._write.send(SessionMessage(_envelope(notification)))
+
+    async def cancel(self, request_id: Any, reason: str | None = None) -> None:
+        params: dict[str, Any] = {"requestId": request_id}
+        if reason is not None:
+            params["reason"] = reason
+        await self.notify("notifications/cancelled", params)
+
+    def answers(self, request_id: Any) -> list[Any]:
+        return [m for m in self.wire if isinstance(m, JSONRPCResponse | JSONRPCError) and m.id == request_id]
+
+    async def answer(self, request_id: Any) -> Any:
+        with anyio.fail_after(10):
+            while not self.answers(request_id):
+                assert self.server_crash is None, f"the server died: {self.server_crash!r}"
+                await self._arrived.wait()
+        return self.answers(request_id)[0]
+
+    async def call(self, request_id: Any, method: str, params: dict[str, Any] | None = None) -> Any:
+        await self.request(request_id, method, params)
+        return await self.answer(request_id)
+
+    async def barrier(self, request_id: Any) -> None:
+        """Returns once the server has read every message sent before it (its read loop is ordered)."""
+        await self.call(request_id, "ping")
+
+    async def initialize(self) -> None:
+        client = {"protocolVersion": REQUESTED_PROTOCOL_VERSION, "capabilities": {}}
+        answer = await self.call("init", "initialize", {**client, "clientInfo": {"name": "raw", "version": "0"}})
+        self.protocol_version = answer.result["protocolVersion"]
+        await self.notify("notifications/initialized")
+
+
+def is_result(message: Any) -> bool:
+    return isinstance(message, JSONRPCResponse)
+
+
+def is_error(message: Any, code: int) -> bool:
+    return isinstance(message, JSONRPCError) and message.error.code == code
+
+
+def lowlevel_of(server: Any) -> Any:
+    """The low-level server behind MCPServer (2.x) or FastMCP (1.x), or the server itself."""
+    return getattr(server, "_lowlevel_server", None) or getattr(server, "_mcp_server", None) or server
+
+
+@asynccontextmanager
+async def raw_session(server: Any) -> AsyncIterator[RawPeer]:
+    lowlevel = lowlevel_of(server)
+    async with create_client_server_memory_streams() as ((client_read, client_write), (server_read, server_write)):
+        peer = RawPeer(client_read, client_write)
+
+        async def serve() -> None:
+            try:
+                await lowlevel.run(server_read, server_write, lowlevel.create_initialization_options())
+            except Exception as crash:  # a dead session is something tests assert on
+                peer.server_crash = crash
+                peer._arrived.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve)
+            tg.start_soon(peer.pump)
+            await peer.initialize()
+            yield peer
+            tg.cancel_scope.cancel()

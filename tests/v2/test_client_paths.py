@@ -1,0 +1,99 @@
+"""mcp 2.x's own Client over memory streams and in-process: what a real 2.x caller does to a server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_types import TextContent
+
+from tests.servers import Gates, notes_server
+from tests.support import cancel_when, until
+
+pytestmark = pytest.mark.anyio
+
+SCOPE = "otel_mcp_cancel"
+
+
+def events(span) -> list[tuple[str, dict[str, Any]]]:
+    return [(event.name, dict(event.attributes)) for event in span.events]
+
+
+async def test_sdk_client_session_exactly_one_server_span_per_request(captured) -> None:
+    gates = Gates()
+    async with Client(notes_server(gates), mode="legacy") as client:
+        await client.call_tool("echo", {"text": "a"})
+        await client.call_tool("broken", {"text": "b"})
+        await client.list_tools()
+    requests = [s for s in captured.server_spans() if "jsonrpc.request.id" in s.attributes]
+    assert {s.instrumentation_scope.name for s in requests} == {SCOPE}
+    ids = [s.attributes["jsonrpc.request.id"] for s in requests]
+    assert len(ids) == len(set(ids))
+    # initialize, two tools/call, the client's own tools/list refresh, and the explicit tools/list.
+    assert sorted(s.name for s in requests) == sorted(
+        ["initialize", "tools/call echo", "tools/call broken", "tools/list", "tools/list"]
+    )
+
+
+async def test_sdk_client_caller_cancel_is_cancelled_with_its_reason(captured) -> None:
+    gates = Gates()
+    async with Client(notes_server(gates), mode="legacy") as client:
+        await cancel_when(gates.started.wait, lambda: client.call_tool("shielded_write", {"path": "x.md"}))
+        await client.send_ping()
+        gates.let_go()
+        await until(lambda: any(s.name == "tools/call shielded_write" for s in captured.server_spans()))
+    (span,) = [s for s in captured.server_spans() if s.name == "tools/call shielded_write"]
+    assert span.attributes["tool.outcome"] == "cancelled"
+    assert events(span) == [
+        ("mcp.request.cancelled", {"mcp.cancel.reason": "caller cancelled"}),
+        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok"}),
+    ]
+    assert gates.side_effects == ["x.md"]
+
+
+async def test_sdk_client_timeout_is_cancelled(captured) -> None:
+    gates = Gates()
+    async with Client(notes_server(gates), mode="legacy", read_timeout_seconds=0.05) as client:
+        with pytest.raises(Exception, match="[Tt]imed out"):
+            await client.call_tool("slow", {"text": "x"})
+        await until(lambda: any(s.name == "tools/call slow" for s in captured.server_spans()))
+    (span,) = [s for s in captured.server_spans() if s.name == "tools/call slow"]
+    assert span.attributes["tool.outcome"] == "cancelled"
+    ((name, attributes),) = events(span)
+    assert name == "mcp.request.cancelled" and attributes["mcp.cancel.reason"].startswith("timed out after")
+
+
+class TestInProcessDirectPath:
+    """`Client(server)` on 2.x dispatches in-process with no JSON-RPC at all."""
+
+    async def test_ok_and_failed(self, captured) -> None:
+        async with Client(notes_server(Gates())) as client:
+            ok = await client.call_tool("echo", {"text": "a"})
+            failed = await client.call_tool("broken", {"text": "b"})
+        assert ok.content == [TextContent(type="text", text="a")] and failed.is_error
+        spans = [s for s in captured.server_spans() if "tool.outcome" in s.attributes]
+        outcomes = {s.name: s.attributes["tool.outcome"] for s in spans}
+        assert outcomes == {"tools/call echo": "ok", "tools/call broken": "failed"}
+        assert {s.instrumentation_scope.name for s in captured.server_spans()} == {SCOPE}
+
+    async def test_a_result_returned_to_a_cancelled_caller_is_delivered(self, captured, plugin_log) -> None:
+        """In-process, the handler runs in the caller's task: a shielded tool's result still reaches the caller."""
+        gates = Gates()
+        async with Client(notes_server(gates)) as client:
+            result = await cancel_when(
+                gates.started.wait, lambda: client.call_tool("shielded_write", {"path": "direct.md"}), then=gates.let_go
+            )
+        assert result.content == [TextContent(type="text", text="wrote direct.md")]
+        (span,) = [s for s in captured.server_spans() if s.name == "tools/call shielded_write"]
+        assert span.attributes["tool.outcome"] == "ok"
+        assert events(span) == []
+        assert plugin_log() == []
+
+    async def test_caller_cancel_interrupts(self, captured) -> None:
+        gates = Gates()
+        async with Client(notes_server(gates)) as client:
+            await cancel_when(gates.started.wait, lambda: client.call_tool("slow", {"text": "x"}))
+        (span,) = [s for s in captured.server_spans() if s.name == "tools/call slow"]
+        assert span.attributes["tool.outcome"] == "cancelled"
+        assert [e.name for e in span.events] == ["mcp.request.cancelled"]
