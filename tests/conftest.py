@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from examples.otlp_sink import OtlpSink
 from otel_mcp_cancel import McpCancelInstrumentor
 from tests.support import MCP_MAJOR
 
@@ -67,6 +68,14 @@ def captured() -> Iterator[Captured]:
     finally:
         instrumentor.uninstrument()
         SPANS.clear()
+
+
+@pytest.fixture
+def sink() -> Iterator[OtlpSink]:
+    """A real OTLP/HTTP receiver on 127.0.0.1 for servers running in subprocesses."""
+    receiver = OtlpSink().start()
+    yield receiver
+    receiver.stop()
 
 
 @pytest.fixture

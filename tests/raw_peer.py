@@ -43,15 +43,43 @@ class RawPeer:
         self._write = write_stream
         self.wire: list[Any] = []
         self.protocol_version: str | None = None
-        self.server_crash: Exception | None = None  # what ended the server's run(), if it died
+        self.closed = False
+        self._reading = anyio.Event()
+        self._reading.set()
+        self.crashes: list[Exception] = []  # what ended an in-process server's run(), if it died
         self._arrived = anyio.Event()
 
     async def pump(self) -> None:
-        async for item in self.read_stream:
-            if isinstance(item, SessionMessage):
-                self.wire.append(_unwrap(item.message))
-                self._arrived.set()
-                self._arrived = anyio.Event()
+        try:
+            while True:
+                await self._reading.wait()
+                item = await self.read_stream.receive()
+                if isinstance(item, SessionMessage):
+                    self.wire.append(_unwrap(item.message))
+                    self._arrived.set()
+                    self._arrived = anyio.Event()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            pass  # the session ended
+        self.closed = True
+        self._arrived.set()
+
+    def stop_reading(self) -> None:
+        """Leave the server's messages unread, so its writes back up and block."""
+        self._reading = anyio.Event()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
+
+    def _statistics(self) -> Any:
+        # mcp 2.x wraps the memory stream to carry each sender's context along.
+        return getattr(self.read_stream, "_inner", self.read_stream).statistics()
+
+    def buffer_full(self) -> bool:
+        stats = self._statistics()
+        return stats.current_buffer_used == stats.max_buffer_size
+
+    def writers_waiting(self) -> int:
+        return self._statistics().tasks_waiting_send
 
     async def request(self, request_id: Any, method: str, params: dict[str, Any] | None = None) -> None:
         request = JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=params)
@@ -73,7 +101,8 @@ class RawPeer:
     async def answer(self, request_id: Any) -> Any:
         with anyio.fail_after(10):
             while not self.answers(request_id):
-                assert self.server_crash is None, f"the server died: {self.server_crash!r}"
+                assert not self.crashes, f"the server died: {self.crashes!r}"
+                assert not self.closed, "the session ended without an answer"
                 await self._arrived.wait()
         return self.answers(request_id)[0]
 
@@ -106,21 +135,33 @@ def lowlevel_of(server: Any) -> Any:
 
 
 @asynccontextmanager
+async def raw_peer_over(read_stream: Any, write_stream: Any) -> AsyncIterator[RawPeer]:
+    """A raw peer on any transport's message streams (memory, stdio_client, streamable HTTP), initialized."""
+    async with anyio.create_task_group() as tg:
+        peer = RawPeer(read_stream, write_stream)
+        tg.start_soon(peer.pump)
+        await peer.initialize()
+        yield peer
+        tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
 async def raw_session(server: Any) -> AsyncIterator[RawPeer]:
+    """A raw peer on an in-process server; a server that dies is recorded in `peer.server_crash`."""
     lowlevel = lowlevel_of(server)
+    crashes: list[Exception] = []
     async with create_client_server_memory_streams() as ((client_read, client_write), (server_read, server_write)):
-        peer = RawPeer(client_read, client_write)
-
-        async def serve() -> None:
-            try:
-                await lowlevel.run(server_read, server_write, lowlevel.create_initialization_options())
-            except Exception as crash:  # a dead session is something tests assert on
-                peer.server_crash = crash
-                peer._arrived.set()
-
         async with anyio.create_task_group() as tg:
+
+            async def serve() -> None:
+                try:
+                    await lowlevel.run(server_read, server_write, lowlevel.create_initialization_options())
+                except Exception as crash:  # a dead session is something tests assert on
+                    crashes.append(crash)
+                    await client_read.aclose()  # the peer stops waiting: nothing more will come
+
             tg.start_soon(serve)
-            tg.start_soon(peer.pump)
-            await peer.initialize()
-            yield peer
+            async with raw_peer_over(client_read, client_write) as peer:
+                peer.crashes = crashes
+                yield peer
             tg.cancel_scope.cancel()

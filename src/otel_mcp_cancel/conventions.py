@@ -44,6 +44,7 @@ NETWORK_TRANSPORT_TCP = "tcp"
 # Span events.
 EVENT_REQUEST_CANCELLED = "mcp.request.cancelled"
 EVENT_GHOST_SUPPRESSED = "mcp.ghost_response.suppressed"
+EVENT_RESPONSE_WRITE_INTERRUPTED = "mcp.response.write_interrupted"  # mcp 1.x, guard off: the session ends
 
 # Metrics.
 SERVER_OPERATION_DURATION = "mcp.server.operation.duration"

@@ -35,6 +35,7 @@ class RequestRecord:
     cancelled: bool = False
     cancel_reason: str | None = None
     cancel_time_ns: int | None = None
+    write_interrupted: bool = False  # a cancel cut the answer's write short (mcp 1.x without the guard)
     protocol_version: str | None = None
     server: Any = None  # the low-level server answering, to ask which tools it registered
     tool_registered: bool = False

@@ -30,6 +30,7 @@ from otel_mcp_cancel.attributes import (
 from otel_mcp_cancel.conventions import (
     EVENT_GHOST_SUPPRESSED,
     EVENT_REQUEST_CANCELLED,
+    EVENT_RESPONSE_WRITE_INTERRUPTED,
     GEN_AI_TOOL_NAME,
     GHOST_LOG_PREFIX,
     MCP_CANCEL_REASON,
@@ -114,6 +115,8 @@ class ServerTelemetry:
             span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)
         if verdict.is_ghost:
             span.add_event(EVENT_GHOST_SUPPRESSED, {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome})
+        if record.write_interrupted:
+            span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
         if verdict.span_error:
             span.set_status(Status(StatusCode.ERROR))
         span.end()

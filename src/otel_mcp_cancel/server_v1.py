@@ -164,7 +164,12 @@ class ServerHooksV1(FrameworkHooks):
                         self._learn_listing(record, response)
         if late and self.active and self._guard:
             return None  # the peer already has its one answer; a second would end the session
-        return await wrapped(*args, **kwargs)
+        try:
+            return await wrapped(*args, **kwargs)
+        except anyio.get_cancelled_exc_class():
+            if (record := LIVE.find(instance)) is not None:
+                record.write_interrupted = True
+            raise
 
     async def _cancel(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         answering = _answering(instance)

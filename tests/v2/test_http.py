@@ -2,79 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
 
-from examples.otlp_sink import OtlpSink, exporter_environment
+from examples.otlp_sink import OtlpSink
+from tests.subprocess_servers import HttpServer
 from tests.support import cancel_when, until
 
 pytestmark = pytest.mark.anyio
 
-GATED_SERVER = Path(__file__).with_name("gated_server.py")
 SCOPE = "otel_mcp_cancel"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read().decode() if process.stderr else "server exited"
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"server did not listen on {port}")
-
-
-class HttpServer:
-    def __init__(self, sink: OtlpSink, vault: Path, transport: str) -> None:
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("opentelemetry-instrument")),
-                sys.executable,
-                str(GATED_SERVER),
-                str(vault),
-                transport,
-                str(self.port),
-            ],
-            env={**os.environ, **exporter_environment(sink.endpoint)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        wait_for_port(self.port, self.process)
-
-    def stop(self) -> None:
-        """SIGINT: uvicorn shuts down, then re-raises the signal; as KeyboardInterrupt that still runs
-        the SDK's exit hooks and flushes spans. A re-raised SIGTERM would kill the process unflushed."""
-        self.process.send_signal(signal.SIGINT)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-@pytest.fixture
-def sink() -> Iterator[OtlpSink]:
-    receiver = OtlpSink().start()
-    yield receiver
-    receiver.stop()
 
 
 def spans_named(sink: OtlpSink, name: str) -> list:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,27 +9,17 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from examples.otlp_sink import OtlpSink, exporter_environment
+from tests.subprocess_servers import instrumented_command
 from tests.support import cancel_when, until
 
 pytestmark = pytest.mark.anyio
 
-GATED_SERVER = Path(__file__).with_name("gated_server.py")
 SCOPE = "otel_mcp_cancel"
 
 
-@pytest.fixture
-def sink() -> Iterator[OtlpSink]:
-    receiver = OtlpSink().start()
-    yield receiver
-    receiver.stop()
-
-
 def instrumented_server(sink: OtlpSink, vault: Path, **extra_env: str) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=str(Path(sys.executable).with_name("opentelemetry-instrument")),
-        args=[sys.executable, str(GATED_SERVER), str(vault)],
-        env={**exporter_environment(sink.endpoint), **extra_env},
-    )
+    command, *args = instrumented_command(vault)
+    return StdioServerParameters(command=command, args=args, env={**exporter_environment(sink.endpoint), **extra_env})
 
 
 def by_name(sink: OtlpSink) -> dict[str, list]:

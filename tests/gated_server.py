@@ -1,4 +1,5 @@
-"""A stock MCPServer with no telemetry code, run as a subprocess under `opentelemetry-instrument`.
+"""A stock high-level server (MCPServer on 2.x, FastMCP on 1.x) with no telemetry code, run as a
+subprocess under `opentelemetry-instrument`.
 
 Writes are gated inside the server so a test can order a race through the
 protocol itself: `wait_started` returns once a write has begun, `release` lets
@@ -12,10 +13,20 @@ import threading
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import MCPServer
 
 vault = Path(sys.argv[1])
-server = MCPServer("gated-notes")
+transport = sys.argv[2] if len(sys.argv) > 2 else "stdio"
+port = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+try:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("gated-notes")
+    network = {"host": "127.0.0.1", "port": port}  # 2.x takes them when it runs
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP
+
+    server = FastMCP("gated-notes", host="127.0.0.1", port=port)
+    network = {}
 started = anyio.Event()
 release_async = anyio.Event()
 release_thread = threading.Event()
@@ -49,6 +60,7 @@ async def shielded_write(name: str) -> str:
 
 @server.tool()
 def sync_write(name: str) -> str:
+    """A worker-thread tool on 2.x (FastMCP 1.x runs sync tools on the event loop; not used there)."""
     anyio.from_thread.run_sync(started.set)
     release_thread.wait(60)
     (vault / name).write_text("written")
@@ -69,8 +81,7 @@ def release() -> str:
 
 
 if __name__ == "__main__":
-    transport = sys.argv[2] if len(sys.argv) > 2 else "stdio"
     if transport == "stdio":
         server.run()
     else:
-        server.run(transport, host="127.0.0.1", port=int(sys.argv[3]))
+        server.run(transport, **network)
