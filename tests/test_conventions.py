@@ -45,12 +45,14 @@ def test_every_emitted_name_and_value_is_documented() -> None:
         conventions.MCP_CANCEL_REASON,
         conventions.EVENT_REQUEST_CANCELLED,
         conventions.EVENT_GHOST_SUPPRESSED,
+        conventions.EVENT_RESPONSE_WRITE_INTERRUPTED,
         conventions.SERVER_OPERATION_DURATION,
         conventions.SERVER_GHOST_RESPONSES,
         conventions.GHOST_LOG_PREFIX,
         conventions.ERROR_TYPE_TOOL_ERROR,
         conventions.OTHER,
         environment_variables.OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS,
+        environment_variables.OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
     ]
     assert [name for name in emitted if f"`{name}`" not in README] == []
     # Prometheus' normalisation of our names, as dashboards will query them.
