@@ -30,6 +30,31 @@ class Gates:
         self.thread_release.set()
 
 
+async def _shielded_commit(gates: Gates, path: str) -> str:
+    """Starts, then commits once released, whatever happens to the caller meanwhile."""
+    gates.started.set()
+    with anyio.CancelScope(shield=True):
+        await gates.release.wait()
+        gates.side_effects.append(path)
+    return f"wrote {path}"
+
+
+def annotated_server(gates: Gates, annotations: dict[str, Any] | None) -> HighLevelServer:
+    """One shielded writing tool, `commit`, registered with the given annotations (camelCase, as on the wire)."""
+    try:
+        from mcp_types import ToolAnnotations
+    except ImportError:  # mcp 1.x
+        from mcp.types import ToolAnnotations
+
+    async def commit(path: str) -> str:
+        return await _shielded_commit(gates, path)
+
+    server = HighLevelServer("annotated")
+    declared = None if annotations is None else ToolAnnotations.model_validate(annotations)
+    server.add_tool(commit, name="commit", annotations=declared)
+    return server
+
+
 def notes_server(gates: Gates) -> HighLevelServer:
     server = HighLevelServer("notes")
 
@@ -49,11 +74,7 @@ def notes_server(gates: Gates) -> HighLevelServer:
 
     @server.tool()
     async def shielded_write(path: str) -> str:
-        gates.started.set()
-        with anyio.CancelScope(shield=True):
-            await gates.release.wait()
-            gates.side_effects.append(path)
-        return f"wrote {path}"
+        return await _shielded_commit(gates, path)
 
     @server.tool()
     async def shielded_broken(path: str) -> str:
@@ -103,3 +124,39 @@ def raising_lowlevel_server() -> Any:
         # The 1.x `call_tool` decorator would turn the exception into isError; register the bare handler.
         server.request_handlers[types.CallToolRequest] = raising
         return server
+
+
+def listing_lowlevel_server(gates: Gates, annotations: dict[str, Any]) -> Any:
+    """A low-level server whose only knowledge of its tool's annotations is its own tools/list answer."""
+    try:
+        from mcp_types import CallToolResult, ListToolsResult, TextContent, Tool
+    except ImportError:  # mcp 1.x registers handlers with decorators
+        from mcp import types
+        from mcp.server.lowlevel import Server
+
+        server = Server("listing")
+
+        @server.list_tools()
+        async def listed() -> list[types.Tool]:
+            return [types.Tool.model_validate(_commit_tool(annotations))]
+
+        @server.call_tool(validate_input=False)
+        async def called(name: str, arguments: dict[str, Any]) -> list[types.TextContent]:
+            return [types.TextContent(type="text", text=await _shielded_commit(gates, arguments["path"]))]
+
+        return server
+    from mcp.server import Server
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return ListToolsResult(tools=[Tool.model_validate(_commit_tool(annotations))])
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        text = await _shielded_commit(gates, params.arguments["path"])
+        return CallToolResult(content=[TextContent(type="text", text=text)])
+
+    return Server("listing", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _commit_tool(annotations: dict[str, Any]) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    return {"name": "commit", "inputSchema": schema, "annotations": annotations}

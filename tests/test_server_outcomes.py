@@ -205,13 +205,14 @@ async def test_ghost(captured, plugin_log, tool: str, handler_outcome: str) -> N
     assert span.status.status_code is StatusCode.UNSET
     assert events(span) == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "timed out after 1.0s"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": handler_outcome}),
+        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}),
     ]
     (ghosts,) = captured.points("mcp.server.ghost_responses")
     assert dict(ghosts.attributes) == {
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": tool,
         "tool.handler_outcome": handler_outcome,
+        "tool.ghost_risk": "unknown",
     }
     assert ghosts.value == 1
     assert ghosts.attributes["tool.handler_outcome"] == span.events[1].attributes["tool.handler_outcome"]
@@ -309,10 +310,14 @@ async def test_other_methods_get_cancel_and_ghost_handling_without_tool_outcome(
     }
     assert events(span) == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "navigated away"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok"}),
+        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "none"}),
     ]
     (ghosts,) = captured.points("mcp.server.ghost_responses")
-    assert dict(ghosts.attributes) == {"mcp.method.name": "resources/read", "tool.handler_outcome": "ok"}
+    assert dict(ghosts.attributes) == {
+        "mcp.method.name": "resources/read",
+        "tool.handler_outcome": "ok",
+        "tool.ghost_risk": "none",
+    }
     assert "tool.outcome" not in duration_point(captured, "resources/read").attributes
     assert len(plugin_log()) == 1
 

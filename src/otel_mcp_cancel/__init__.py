@@ -26,6 +26,7 @@ from opentelemetry.trace import get_tracer
 from otel_mcp_cancel.environment_variables import (
     OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS,
     OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
+    OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
 )
 from otel_mcp_cancel.ghosts import GhostStats, ghost_stats
 from otel_mcp_cancel.package import _instruments
@@ -53,12 +54,15 @@ class McpCancelInstrumentor(BaseInstrumentor):
             return
         from otel_mcp_cancel import hooks
         from otel_mcp_cancel.instruments import create_instruments
+        from otel_mcp_cancel.retries import GhostRetries
         from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
         schema_url = Schemas.V1_28_0.value
         tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=schema_url)
         meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=schema_url)
-        telemetry = ServerTelemetry(tracer, create_instruments(meter), cancelled_is_error=_cancelled_is_error())
+        telemetry = ServerTelemetry(
+            tracer, create_instruments(meter), GhostRetries(_retry_window()), cancelled_is_error=_cancelled_is_error()
+        )
         self._server_hooks = server_hooks(telemetry)
         self._applied = hooks.apply(self._server_hooks.hooks())
 
@@ -85,6 +89,18 @@ def _server_hooks_for_installed_mcp() -> Callable[[Any], Any]:
 
 def _cancelled_is_error() -> bool:
     return _choice(OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS, ("unset", "error")) == "error"
+
+
+def _retry_window() -> float:
+    from otel_mcp_cancel.retries import DEFAULT_WINDOW_SECONDS
+
+    raw = os.environ.get(OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS, str(DEFAULT_WINDOW_SECONDS))
+    try:
+        return max(float(raw), 0.0)
+    except ValueError:
+        logger.warning("otel_mcp_cancel: %s=%r is not a number of seconds; using %s",
+                       OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS, raw, DEFAULT_WINDOW_SECONDS)
+        return DEFAULT_WINDOW_SECONDS
 
 
 def _choice(variable: str, allowed: tuple[str, ...]) -> str:

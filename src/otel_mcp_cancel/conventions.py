@@ -14,6 +14,7 @@ OUTCOMES = (OUTCOME_OK, OUTCOME_FAILED, OUTCOME_CANCELLED)
 # This plugin's own attributes.
 TOOL_OUTCOME = "tool.outcome"
 TOOL_HANDLER_OUTCOME = "tool.handler_outcome"
+TOOL_GHOST_RISK = "tool.ghost_risk"
 MCP_CANCEL_REASON = "mcp.cancel.reason"
 
 # Semantic-convention attributes (MCP conventions, semantic-conventions-genai).
@@ -38,6 +39,13 @@ NOTIFICATIONS_CANCELLED = "notifications/cancelled"
 ERROR_TYPE_TOOL_ERROR = "tool_error"
 OTHER = "_OTHER"  # semconv's fallback for error.type, and the fold for unregistered tool names
 
+# How dangerous a ghost is, from the tool's own annotations.
+GHOST_RISK_NONE = "none"  # read-only: nothing happened twice
+GHOST_RISK_IDEMPOTENT = "idempotent"  # writes, declared idempotent: a retry repeats no effect
+GHOST_RISK_UNSAFE = "unsafe"  # writes, not idempotent, or destructive: a retry may do it twice
+GHOST_RISK_UNKNOWN = "unknown"  # the tool declared nothing
+GHOST_RISKS = (GHOST_RISK_NONE, GHOST_RISK_IDEMPOTENT, GHOST_RISK_UNSAFE, GHOST_RISK_UNKNOWN)
+
 NETWORK_TRANSPORT_PIPE = "pipe"
 NETWORK_TRANSPORT_TCP = "tcp"
 
@@ -45,10 +53,12 @@ NETWORK_TRANSPORT_TCP = "tcp"
 EVENT_REQUEST_CANCELLED = "mcp.request.cancelled"
 EVENT_GHOST_SUPPRESSED = "mcp.ghost_response.suppressed"
 EVENT_RESPONSE_WRITE_INTERRUPTED = "mcp.response.write_interrupted"  # mcp 1.x, guard off: the session ends
+EVENT_GHOST_RETRIED = "mcp.ghost_response.retried"
 
 # Metrics.
 SERVER_OPERATION_DURATION = "mcp.server.operation.duration"
 SERVER_GHOST_RESPONSES = "mcp.server.ghost_responses"
+SERVER_GHOST_RETRIES = "mcp.server.ghost_retries"
 
 # The WARNING line a ghost writes on logger "otel_mcp_cancel" starts with this.
 GHOST_LOG_PREFIX = "mcp.ghost_response.suppressed_after_cancel_ack"

@@ -9,3 +9,7 @@ OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD = "OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD"
 """mcp 1.x only. `on` (default): a late answer after the cancel acknowledgement, or a cancel that lands
 while the answer is being written, is dropped instead of ending the session. `off`: the ghost is still
 recorded, then the SDK behaves as it always did. Read when `instrument()` runs."""
+
+OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS = "OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS"
+"""How long after a ghost a call with the same session, tool and arguments counts as its retry.
+Default 300 seconds. Read when `instrument()` runs."""

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from types import MappingProxyType
+
+from otel_mcp_cancel.conventions import GHOST_RISKS
 
 
 @dataclass(frozen=True)
@@ -12,6 +16,7 @@ class GhostStats:
     total: int
     last_seen: datetime | None  # UTC
     last_tool: str | None
+    by_risk: Mapping[str, int] = field(default_factory=lambda: MappingProxyType(dict.fromkeys(GHOST_RISKS, 0)))
 
 
 class GhostLedger:
@@ -19,9 +24,12 @@ class GhostLedger:
         self._lock = threading.Lock()
         self._stats = GhostStats(total=0, last_seen=None, last_tool=None)
 
-    def record(self, tool: str | None) -> None:
+    def record(self, tool: str | None, risk: str) -> None:
         with self._lock:
-            self._stats = GhostStats(self._stats.total + 1, datetime.now(timezone.utc), tool)
+            by_risk = {**self._stats.by_risk, risk: self._stats.by_risk.get(risk, 0) + 1}
+            self._stats = GhostStats(
+                self._stats.total + 1, datetime.now(timezone.utc), tool, MappingProxyType(by_risk)
+            )
 
     def snapshot(self) -> GhostStats:
         with self._lock:
@@ -32,5 +40,5 @@ LEDGER = GhostLedger()
 
 
 def ghost_stats() -> GhostStats:
-    """Ghost responses seen by this process since it started: total, last_seen (UTC), last_tool."""
+    """Ghost responses seen by this process since it started: total, last_seen (UTC), last_tool, by_risk."""
     return LEDGER.snapshot()

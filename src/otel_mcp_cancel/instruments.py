@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from opentelemetry.metrics import Counter, Histogram, Meter
 
-from otel_mcp_cancel.conventions import SERVER_GHOST_RESPONSES, SERVER_OPERATION_DURATION
+from otel_mcp_cancel.conventions import SERVER_GHOST_RESPONSES, SERVER_GHOST_RETRIES, SERVER_OPERATION_DURATION
 
 # Tool calls run from milliseconds to minutes; semconv's default buckets stop too early.
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -16,6 +16,7 @@ DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 3
 class Instruments:
     server_operation_duration: Histogram
     server_ghost_responses: Counter
+    server_ghost_retries: Counter
 
 
 def create_instruments(meter: Meter) -> Instruments:
@@ -32,5 +33,10 @@ def create_instruments(meter: Meter) -> Instruments:
             unit="{response}",
             description="Requests whose handler completed (side effects done) but whose answer was suppressed "
             "because the caller had cancelled.",
+        ),
+        server_ghost_retries=meter.create_counter(
+            SERVER_GHOST_RETRIES,
+            unit="{retry}",
+            description="Calls that repeat a ghost: same session, same tool, same arguments, within the retry window.",
         ),
     )

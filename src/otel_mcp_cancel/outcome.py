@@ -9,15 +9,23 @@ metrics and logs record. Pure: no I/O, no OpenTelemetry, no mcp imports.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from otel_mcp_cancel.conventions import (
     CALLER_FAULT_CODES,
     ERROR_TYPE_TOOL_ERROR,
+    GHOST_RISK_IDEMPOTENT,
+    GHOST_RISK_NONE,
+    GHOST_RISK_UNKNOWN,
+    GHOST_RISK_UNSAFE,
     OTHER,
     OUTCOME_CANCELLED,
     OUTCOME_FAILED,
     OUTCOME_OK,
+    PROMPTS_GET,
+    TOOLS_CALL,
 )
 
 
@@ -113,3 +121,28 @@ def classify(
         ghost = handler.handler_outcome if handler is not None and handler.completed else None
         return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=ghost)
     return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True)
+
+
+# Methods that only read: their ghosts repeat nothing.
+READ_ONLY_METHODS = frozenset({"resources/read", PROMPTS_GET, "tools/list", "prompts/list", "resources/list"})
+
+
+def ghost_risk(method: str, annotations: Mapping[str, Any] | None) -> str:
+    """How dangerous a ghost of this request is, from the annotations the server registered for the tool.
+
+    Hints are read as declared (camelCase, as on the wire). Read-only is `none`;
+    declared destructive is `unsafe`; declared idempotent is `idempotent`; any other
+    write is `unsafe`. A tool that declared none of the three hints is `unknown`.
+    """
+    if method != TOOLS_CALL:
+        return GHOST_RISK_NONE if method in READ_ONLY_METHODS else GHOST_RISK_UNKNOWN
+    hints = {key: (annotations or {}).get(key) for key in ("readOnlyHint", "destructiveHint", "idempotentHint")}
+    if all(value is None for value in hints.values()):
+        return GHOST_RISK_UNKNOWN
+    if hints["readOnlyHint"] is True:
+        return GHOST_RISK_NONE
+    if hints["destructiveHint"] is True:
+        return GHOST_RISK_UNSAFE
+    if hints["idempotentHint"] is True:
+        return GHOST_RISK_IDEMPOTENT
+    return GHOST_RISK_UNSAFE

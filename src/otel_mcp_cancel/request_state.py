@@ -13,6 +13,7 @@ import functools
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,9 @@ class RequestRecord:
     write_interrupted: bool = False  # a cancel cut the answer's write short (mcp 1.x without the guard)
     protocol_version: str | None = None
     server: Any = None  # the low-level server answering, to ask which tools it registered
+    session: Any = None  # the connection or session it came on, to match retries
     tool_registered: bool = False
+    tool_annotations: Mapping[str, Any] | None = None  # as the server registered them
 
     def note_handler(self, end: HandlerEnd) -> None:
         if self.handler is None:

@@ -28,6 +28,7 @@ from otel_mcp_cancel.attributes import (
     verdict_attributes,
 )
 from otel_mcp_cancel.conventions import (
+    EVENT_GHOST_RETRIED,
     EVENT_GHOST_SUPPRESSED,
     EVENT_REQUEST_CANCELLED,
     EVENT_RESPONSE_WRITE_INTERRUPTED,
@@ -37,14 +38,16 @@ from otel_mcp_cancel.conventions import (
     MCP_METHOD_NAME,
     MCP_PROTOCOL_VERSION,
     OUTCOME_CANCELLED,
+    TOOL_GHOST_RISK,
     TOOL_HANDLER_OUTCOME,
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.ghosts import LEDGER
 from otel_mcp_cancel.instruments import Instruments
-from otel_mcp_cancel.outcome import Verdict, classify
+from otel_mcp_cancel.outcome import Verdict, classify, ghost_risk
 from otel_mcp_cancel.request_state import RequestRecord, current_record
+from otel_mcp_cancel.retries import Ghost, GhostRetries
 
 logger = logging.getLogger("otel_mcp_cancel")
 
@@ -59,9 +62,12 @@ def parent_context(params: Any) -> Context | None:
 
 
 class ServerTelemetry:
-    def __init__(self, tracer: Tracer, instruments: Instruments, *, cancelled_is_error: bool) -> None:
+    def __init__(
+        self, tracer: Tracer, instruments: Instruments, retries: GhostRetries, *, cancelled_is_error: bool
+    ) -> None:
         self._tracer = tracer
         self._instruments = instruments
+        self._retries = retries
         self._cancelled_is_error = cancelled_is_error
 
     def open(self, method: str, params: Any, request_id: object, network_transport: str | None) -> RequestRecord | None:
@@ -92,17 +98,33 @@ class ServerTelemetry:
 
     def finish(self, record: RequestRecord) -> None:
         with contained("finishing a server span"):
-            if record.method == TOOLS_CALL and not record.tool_registered and record.server is not None:
-                record.tool_registered = tool_registry.is_registered(record.server, target_name(record.params))
+            tool = target_name(record.params) if record.method == TOOLS_CALL else None
+            if tool is not None and not record.tool_registered and record.server is not None:
+                record.tool_registered = tool_registry.is_registered(record.server, tool)
             verdict = classify(
                 record.handler, record.answer, record.cancelled, cancelled_is_error=self._cancelled_is_error
             )
-            self._end_span(record, verdict)
+            retried = self._retried_ghost(record, tool)
+            self._end_span(record, verdict, retried)
             self._record_metrics(record, verdict)
+            if retried is not None:
+                attributes = self._base_metric_attributes(record, keys=_RETRY_METRIC_KEYS)
+                self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.risk})
             if verdict.is_ghost:
-                self._report_ghost(record, verdict)
+                self._report_ghost(record, verdict, tool)
 
-    def _end_span(self, record: RequestRecord, verdict: Verdict) -> None:
+    def _retried_ghost(self, record: RequestRecord, tool: str | None) -> Ghost | None:
+        if tool is None or record.session is None:
+            return None
+        return self._retries.find(record.session, tool, _arguments(record))
+
+    def _risk(self, record: RequestRecord, tool: str | None) -> str:
+        annotations = record.tool_annotations
+        if annotations is None and record.server is not None:
+            annotations = tool_registry.listed_annotations(record.server, tool)
+        return ghost_risk(record.method, annotations)
+
+    def _end_span(self, record: RequestRecord, verdict: Verdict, retried: Ghost | None) -> None:
         span = record.span
         target = target_name(record.params)
         fold = record.method == TOOLS_CALL and not record.tool_registered
@@ -114,43 +136,57 @@ class ServerTelemetry:
             reason = {MCP_CANCEL_REASON: record.cancel_reason} if record.cancel_reason is not None else {}
             span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)
         if verdict.is_ghost:
-            span.add_event(EVENT_GHOST_SUPPRESSED, {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome})
+            span.add_event(
+                EVENT_GHOST_SUPPRESSED,
+                {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: self._risk(record, target)},
+            )
+        if retried is not None:
+            span.add_link(retried.span_context)
+            span.add_event(EVENT_GHOST_RETRIED, {TOOL_GHOST_RISK: retried.risk})
         if record.write_interrupted:
             span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
         if verdict.span_error:
             span.set_status(Status(StatusCode.ERROR))
         span.end()
 
-    def _base_metric_attributes(self, record: RequestRecord) -> dict[str, Any]:
-        return metric_attributes(
+    def _base_metric_attributes(self, record: RequestRecord, keys: frozenset[str] | None = None) -> dict[str, Any]:
+        attributes = metric_attributes(
             record.method,
             target_name(record.params),
             record.tool_registered,
             record.protocol_version,
             record.network_transport,
         )
+        return attributes if keys is None else {key: value for key, value in attributes.items() if key in keys}
 
     def _record_metrics(self, record: RequestRecord, verdict: Verdict) -> None:
         attributes = self._base_metric_attributes(record)
         attributes.update(verdict_attributes(record.method, verdict))
         self._instruments.server_operation_duration.record(time.perf_counter() - record.started, attributes)
 
-    def _report_ghost(self, record: RequestRecord, verdict: Verdict) -> None:
-        attributes = self._base_metric_attributes(record)
-        attributes = {key: attributes[key] for key in attributes if key in _GHOST_METRIC_KEYS}
-        attributes[TOOL_HANDLER_OUTCOME] = verdict.ghost_handler_outcome
+    def _report_ghost(self, record: RequestRecord, verdict: Verdict, tool: str | None) -> None:
+        risk = self._risk(record, tool)
+        attributes = self._base_metric_attributes(record, keys=_GHOST_METRIC_KEYS)
+        attributes.update({TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: risk})
         self._instruments.server_ghost_responses.add(1, attributes)
-        tool = target_name(record.params) if record.method == TOOLS_CALL else None
         logger.warning(
-            "%s: %s answer of %s%s (request id %r) was suppressed because the caller cancelled; "
+            "%s: %s answer of %s%s (request id %r, ghost risk %s) was suppressed because the caller cancelled; "
             "its side effects happened",
             GHOST_LOG_PREFIX,
             verdict.ghost_handler_outcome,
             record.method,
             f" tool {tool!r}" if tool is not None else "",
             record.request_id,
+            risk,
         )
-        LEDGER.record(tool)
+        LEDGER.record(tool, risk)
+        if tool is not None and record.session is not None:
+            self._retries.remember(record.session, tool, _arguments(record), record.span.get_span_context(), risk)
+
+
+def _arguments(record: RequestRecord) -> Any:
+    return record.params.get("arguments") if isinstance(record.params, Mapping) else None
 
 
 _GHOST_METRIC_KEYS = frozenset({MCP_METHOD_NAME, GEN_AI_TOOL_NAME})
+_RETRY_METRIC_KEYS = frozenset({GEN_AI_TOOL_NAME})

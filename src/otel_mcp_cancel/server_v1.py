@@ -28,7 +28,14 @@ from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.conventions import TOOLS_LIST
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.observations import FrameworkHooks, arg, cancel_reason, is_tool_error, network_transport
+from otel_mcp_cancel.observations import (
+    FrameworkHooks,
+    arg,
+    camel_case,
+    cancel_reason,
+    is_tool_error,
+    network_transport,
+)
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
@@ -112,7 +119,7 @@ class ServerHooksV1(FrameworkHooks):
         transport = network_transport(responder.message_metadata)
         record = self._telemetry.open(request.method, _params(request), responder.request_id, transport)
         if record is not None:
-            record.server = server
+            record.server, record.session = server, session
             record.protocol_version = _negotiated_version(session)
         return record
 
@@ -186,4 +193,4 @@ class ServerHooksV1(FrameworkHooks):
     def _learn_listing(record: RequestRecord, response: Any) -> None:
         if record.method == TOOLS_LIST and record.server is not None:
             tools = getattr(getattr(response, "root", None), "tools", None) or []
-            tool_registry.learn_names(record.server, [tool.name for tool in tools])
+            tool_registry.learn(record.server, [(tool.name, camel_case(tool.annotations)) for tool in tools])

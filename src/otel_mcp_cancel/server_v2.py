@@ -94,6 +94,7 @@ class ServerHooksV2(FrameworkHooks):
                     record = self._telemetry.open(req.method, req.params, req.id, transport)
         if record is None:
             return await wrapped(*args, **kwargs)
+        record.session = instance
         LIVE.add(dctx, record)
         with self._telemetry.serving(record):
             try:
@@ -144,6 +145,7 @@ class ServerHooksV2(FrameworkHooks):
                     record = self._telemetry.open(method, params, None, None)
         if record is None:
             return await wrapped(*args, **kwargs)
+        record.session = instance
         with self._telemetry.serving(record):
             try:
                 result = await wrapped(*args, **kwargs)

@@ -1,7 +1,8 @@
-"""Which tool names a server has registered, so unregistered names fold to _OTHER on metrics.
+"""Which tools a server has registered, and the annotations it declared for them.
 
 Asked of the server, never of the client: its own schema lookup where it has
-one (MCPServer), otherwise the names it advertised in its own tools/list answers.
+one (MCPServer 2.x), otherwise what it advertised in its own tools/list answers.
+Unregistered names fold to _OTHER on metrics; annotations give a ghost its risk.
 """
 
 from __future__ import annotations
@@ -14,22 +15,24 @@ from typing import Any
 # A server's own listing is trusted, but a cap keeps a runaway listing from growing memory.
 MAX_LISTED_NAMES = 10_000
 
-_listed: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+_listed: weakref.WeakKeyDictionary[Any, dict[str, Mapping[str, Any] | None]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
 def learn_listing(server: Any, result: Any) -> None:
-    """Remember the tool names a server's tools/list answer (the wire dict) advertised."""
+    """Remember the tools a server's tools/list answer (the wire dict) advertised, with their annotations."""
     tools = result.get("tools") if isinstance(result, Mapping) else None
     if isinstance(tools, list):
-        learn_names(server, [tool.get("name") for tool in tools if isinstance(tool, Mapping)])
+        learn(server, [(tool.get("name"), tool.get("annotations")) for tool in tools if isinstance(tool, Mapping)])
 
 
-def learn_names(server: Any, names: list[Any]) -> None:
+def learn(server: Any, tools: list[tuple[Any, Any]]) -> None:
+    """Remember (name, annotations as a camelCase mapping or None) pairs a server listed."""
     with _lock:
-        merged = _listed.get(server, frozenset()) | {name for name in names if isinstance(name, str)}
-        if len(merged) <= MAX_LISTED_NAMES:
-            _listed[server] = merged
+        known = _listed.setdefault(server, {})
+        for name, annotations in tools:
+            if isinstance(name, str) and (name in known or len(known) < MAX_LISTED_NAMES):
+                known[name] = annotations if isinstance(annotations, Mapping) else None
 
 
 def is_registered(server: Any, name: str | None) -> bool:
@@ -39,4 +42,9 @@ def is_registered(server: Any, name: str | None) -> bool:
     if callable(lookup) and lookup(name) is not None:
         return True
     with _lock:
-        return name in _listed.get(server, frozenset())
+        return name in _listed.get(server, {})
+
+
+def listed_annotations(server: Any, name: str | None) -> Mapping[str, Any] | None:
+    with _lock:
+        return _listed.get(server, {}).get(name) if name is not None else None

@@ -64,7 +64,7 @@ async def test_with_the_guard_the_same_connection_answers_the_next_call(captured
     assert span.attributes["tool.outcome"] == "cancelled"
     assert [(e.name, dict(e.attributes)) for e in span.events] == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "caller cancelled"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok"}),
+        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
     ]
     assert "error.type" not in span.attributes
     (ghosts,) = captured.points("mcp.server.ghost_responses")

@@ -47,7 +47,7 @@ async def test_sdk_client_caller_cancel_is_cancelled_with_its_reason(captured) -
     assert span.attributes["tool.outcome"] == "cancelled"
     assert events(span) == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "caller cancelled"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok"}),
+        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
     ]
     assert gates.side_effects == ["x.md"]
 

@@ -52,7 +52,7 @@ async def test_every_outcome_and_a_ghost_over_stdio(sink: OtlpSink, tmp_path: Pa
     (ghost,) = spans["tools/call sync_write"]
     assert ghost.events == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "caller cancelled"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok"}),
+        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
     ]
     assert ghost.status == "UNSET"
     assert ghost.attributes["network.transport"] == "pipe"
@@ -83,6 +83,7 @@ async def test_every_outcome_and_a_ghost_over_stdio(sink: OtlpSink, tmp_path: Pa
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": "sync_write",
         "tool.handler_outcome": "ok",
+        "tool.ghost_risk": "unknown",
     }
     assert ghosts.value == 1
 

@@ -1,0 +1,84 @@
+"""Which calls retry a ghost: the same session calling the same tool with the same arguments, soon after.
+
+Arguments are compared by an HMAC-SHA256 under a random key made when the
+process starts and never exported; no argument value is stored. The table
+holds at most CAPACITY ghosts, oldest out, and forgets a ghost once the window
+has passed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import itertools
+import json
+import secrets
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.trace import SpanContext
+
+CAPACITY = 10_000
+DEFAULT_WINDOW_SECONDS = 300.0
+
+_session_numbers: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_next_session_number = itertools.count(1)
+_session_lock = threading.Lock()
+
+
+def session_number(session: object) -> int:
+    """A number for a session object that is never reused while the process lives (ids can be)."""
+    with _session_lock:
+        number = _session_numbers.get(session)
+        if number is None:
+            number = _session_numbers[session] = next(_next_session_number)
+        return number
+
+
+@dataclass(frozen=True)
+class Ghost:
+    span_context: SpanContext
+    risk: str
+    seen_at: float
+
+
+class GhostRetries:
+    def __init__(self, window_seconds: float) -> None:
+        self.window_seconds = window_seconds
+        self._key = secrets.token_bytes(32)
+        self._lock = threading.Lock()
+        self._ghosts: OrderedDict[tuple[int, str, bytes], Ghost] = OrderedDict()
+
+    def _fingerprint(self, session: object, tool: str, arguments: Any) -> tuple[int, str, bytes]:
+        canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=repr).encode()
+        return session_number(session), tool, hmac.new(self._key, canonical, hashlib.sha256).digest()
+
+    def remember(self, session: object, tool: str, arguments: Any, span_context: SpanContext, risk: str) -> None:
+        key = self._fingerprint(session, tool, arguments)
+        with self._lock:
+            self._ghosts.pop(key, None)
+            self._ghosts[key] = Ghost(span_context, risk, time.monotonic())
+            while len(self._ghosts) > CAPACITY:
+                self._ghosts.popitem(last=False)
+
+    def find(self, session: object, tool: str, arguments: Any) -> Ghost | None:
+        """The ghost this call retries, if any. Costs nothing while no ghost is remembered."""
+        if not self._ghosts:
+            return None
+        key = self._fingerprint(session, tool, arguments)
+        with self._lock:
+            self._forget_expired()
+            return self._ghosts.get(key)
+
+    def _forget_expired(self) -> None:
+        horizon = time.monotonic() - self.window_seconds
+        while self._ghosts and next(iter(self._ghosts.values())).seen_at < horizon:
+            self._ghosts.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._ghosts)

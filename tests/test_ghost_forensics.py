@@ -1,0 +1,158 @@
+"""Ghost forensics on either SDK line: how dangerous a ghost is, and which later call retried it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from otel_mcp_cancel import ghost_stats, retries
+from otel_mcp_cancel.request_state import LIVE
+from tests.raw_peer import RawPeer, is_result, raw_session
+from tests.servers import Gates, annotated_server, listing_lowlevel_server, notes_server
+from tests.support import until
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "argument-value-7f3a9c"  # must never appear in exported telemetry
+
+
+async def make_ghost(peer: RawPeer, gates: Gates, request_id: int, tool: str, path: str) -> None:
+    await peer.request(request_id, "tools/call", {"name": tool, "arguments": {"path": path}})
+    await gates.started.wait()
+    await peer.cancel(request_id, "timed out after 5.0s")
+    await peer.barrier(f"after-{request_id}")
+    gates.let_go()
+    await until(lambda: path in gates.side_effects)
+
+
+async def span_of(captured, request_id: Any):
+    key = str(request_id)
+    await until(lambda: any(s.attributes.get("jsonrpc.request.id") == key for s in captured.server_spans()))
+    (span,) = [s for s in captured.server_spans() if s.attributes.get("jsonrpc.request.id") == key]
+    return span
+
+
+def ghost_event(span) -> dict[str, Any]:
+    (event,) = [e for e in span.events if e.name == "mcp.ghost_response.suppressed"]
+    return dict(event.attributes)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "risk"),
+    [
+        (None, "unknown"),
+        ({"title": "Commit"}, "unknown"),
+        ({"readOnlyHint": True}, "none"),
+        ({"readOnlyHint": False, "idempotentHint": True, "destructiveHint": False}, "idempotent"),
+        ({"idempotentHint": True}, "idempotent"),
+        ({"readOnlyHint": False, "idempotentHint": True, "destructiveHint": True}, "unsafe"),
+        ({"readOnlyHint": False}, "unsafe"),
+    ],
+)
+async def test_the_risk_comes_from_the_registered_annotations(captured, annotations, risk) -> None:
+    gates = Gates()
+    before = ghost_stats().by_risk[risk]
+    async with raw_session(annotated_server(gates, annotations)) as peer:
+        await make_ghost(peer, gates, 1, "commit", "a.md")
+        span = await span_of(captured, 1)
+    assert ghost_event(span) == {"tool.handler_outcome": "ok", "tool.ghost_risk": risk}
+    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    assert ghosts.attributes["tool.ghost_risk"] == risk == ghost_event(span)["tool.ghost_risk"]
+    assert ghost_stats().by_risk[risk] == before + 1
+
+
+async def test_a_low_level_server_is_read_from_its_own_listing(captured) -> None:
+    gates = Gates()
+    declared = {"readOnlyHint": False, "destructiveHint": True}
+    async with raw_session(listing_lowlevel_server(gates, declared)) as peer:
+        await peer.call("list", "tools/list", {})
+        await make_ghost(peer, gates, 1, "commit", "a.md")
+        span = await span_of(captured, 1)
+    assert span.name == "tools/call commit"  # known from the listing, not folded
+    assert ghost_event(span)["tool.ghost_risk"] == "unsafe"
+
+
+async def test_a_retry_inside_the_window_is_linked_to_its_ghost(captured) -> None:
+    gates = Gates()
+    async with raw_session(notes_server(gates)) as peer:
+        await make_ghost(peer, gates, 1, "shielded_write", SECRET)
+        ghost = await span_of(captured, 1)
+        assert is_result(await peer.call(2, "tools/call", {"name": "shielded_write", "arguments": {"path": SECRET}}))
+        assert is_result(await peer.call(3, "tools/call", {"name": "shielded_write", "arguments": {"path": "other"}}))
+        retry, different = await span_of(captured, 2), await span_of(captured, 3)
+    assert [(e.name, dict(e.attributes)) for e in retry.events] == [
+        ("mcp.ghost_response.retried", {"tool.ghost_risk": "unknown"})
+    ]
+    assert [link.context for link in retry.links] == [ghost.context]
+    assert different.events == () and different.links == ()
+    (counted,) = captured.points("mcp.server.ghost_retries")
+    assert dict(counted.attributes) == {"gen_ai.tool.name": "shielded_write", "tool.ghost_risk": "unknown"}
+    assert counted.value == 1
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+async def test_a_retry_after_the_window_is_not_linked(captured, monkeypatch) -> None:
+    clock = FakeTime()
+    monkeypatch.setattr(retries, "time", clock)
+    gates = Gates()
+    async with raw_session(notes_server(gates)) as peer:
+        await make_ghost(peer, gates, 1, "shielded_write", "a.md")
+        await span_of(captured, 1)
+        clock.now += retries.DEFAULT_WINDOW_SECONDS + 1
+        await peer.call(2, "tools/call", {"name": "shielded_write", "arguments": {"path": "a.md"}})
+        late = await span_of(captured, 2)
+    assert late.events == () and late.links == ()
+    assert captured.points("mcp.server.ghost_retries") == []
+
+
+async def test_two_sessions_are_not_confused(captured) -> None:
+    gates = Gates()
+    server = notes_server(gates)
+    async with raw_session(server) as first:
+        await make_ghost(first, gates, 1, "shielded_write", "a.md")
+        await span_of(captured, 1)
+    async with raw_session(server) as second:
+        await second.call(2, "tools/call", {"name": "shielded_write", "arguments": {"path": "a.md"}})
+        other_session = await span_of(captured, 2)
+    assert other_session.links == ()
+    assert captured.points("mcp.server.ghost_retries") == []
+
+
+async def test_no_argument_value_reaches_any_telemetry(captured, plugin_log) -> None:
+    gates = Gates()
+    async with raw_session(notes_server(gates)) as peer:
+        await make_ghost(peer, gates, 1, "shielded_write", SECRET)
+        await peer.call(2, "tools/call", {"name": "shielded_write", "arguments": {"path": SECRET}})
+        await span_of(captured, 2)
+    exported = [
+        (span.name, dict(span.attributes), [(e.name, dict(e.attributes)) for e in span.events],
+         [dict(link.attributes or {}) for link in span.links])
+        for span in captured.spans.get_finished_spans()
+    ]
+    exported += [dict(p.attributes) for name in ("mcp.server.operation.duration", "mcp.server.ghost_responses",
+                                                   "mcp.server.ghost_retries") for p in captured.points(name)]
+    exported += [record.getMessage() for record in plugin_log()]
+    assert SECRET not in repr(exported)
+    assert len(plugin_log()) == 1  # the ghost's WARNING line, which names no argument
+
+
+def test_the_retry_table_stays_within_its_bound() -> None:
+    class Session:
+        pass
+
+    table = retries.GhostRetries(window_seconds=300)
+    session = Session()
+    for n in range(100_000):
+        table.remember(session, "commit", {"path": f"{n}.md"}, span_context=None, risk="unsafe")
+    assert len(table) == retries.CAPACITY
+    assert table.find(session, "commit", {"path": "99999.md"}) is not None
+    assert table.find(session, "commit", {"path": "0.md"}) is None  # oldest out
+    assert len(LIVE) == 0
