@@ -42,6 +42,11 @@ def test_every_emitted_name_and_value_is_documented() -> None:
         *conventions.OUTCOMES,
         conventions.TOOL_OUTCOME,
         conventions.TOOL_HANDLER_OUTCOME,
+        conventions.TOOL_GHOST_RISK,
+        *conventions.GHOST_RISKS,
+        conventions.EVENT_GHOST_RETRIED,
+        conventions.SERVER_GHOST_RETRIES,
+        environment_variables.OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
         conventions.MCP_CANCEL_REASON,
         conventions.EVENT_REQUEST_CANCELLED,
         conventions.EVENT_GHOST_SUPPRESSED,
@@ -56,5 +61,11 @@ def test_every_emitted_name_and_value_is_documented() -> None:
     ]
     assert [name for name in emitted if f"`{name}`" not in README] == []
     # Prometheus' normalisation of our names, as dashboards will query them.
-    for name in ("tool_outcome", "mcp_server_ghost_responses_total", "mcp_server_operation_duration_seconds"):
+    for name in (
+        "tool_outcome",
+        "tool_ghost_risk",
+        "mcp_server_ghost_responses_total",
+        "mcp_server_ghost_retries_total",
+        "mcp_server_operation_duration_seconds",
+    ):
         assert name in README
