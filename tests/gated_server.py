@@ -19,11 +19,13 @@ transport = sys.argv[2] if len(sys.argv) > 2 else "stdio"
 port = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 try:
     from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
 
     server = MCPServer("gated-notes")
     network = {"host": "127.0.0.1", "port": port}  # 2.x takes them when it runs
 except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP
+    from mcp.types import ToolAnnotations
 
     server = FastMCP("gated-notes", host="127.0.0.1", port=port)
     network = {}
@@ -49,7 +51,8 @@ async def slow(text: str) -> str:
     return text
 
 
-@server.tool()
+# A write that is not idempotent: its ghost is `unsafe`.
+@server.tool(annotations=ToolAnnotations.model_validate({"readOnlyHint": False, "idempotentHint": False}))
 async def shielded_write(name: str) -> str:
     started.set()
     with anyio.CancelScope(shield=True):  # a commit is never left half-done

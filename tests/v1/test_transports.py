@@ -51,7 +51,7 @@ def assert_every_outcome_and_the_ghost(sink: OtlpSink, transport: str) -> None:
     ghost = spans["4"]
     assert ghost.events == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "caller cancelled"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
+        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}),
     ]
     assert ghost.status == "UNSET" and "error.type" not in ghost.attributes
     assert {s.attributes.get("network.transport") for s in spans.values()} == {transport}
@@ -62,7 +62,7 @@ def assert_every_outcome_and_the_ghost(sink: OtlpSink, transport: str) -> None:
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": "shielded_write",
         "tool.handler_outcome": "ok",
-        "tool.ghost_risk": "unknown",
+        "tool.ghost_risk": "unsafe",
     }
     durations = {
         (p.attributes.get("gen_ai.tool.name"), p.attributes.get("tool.outcome"))

@@ -1,0 +1,80 @@
+"""A real Prometheus (Debian's package) on 127.0.0.1, scraping one target every second."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.subprocess_servers import free_port
+
+
+def require_prometheus() -> str:
+    """The prometheus binary; CI installs it, so there a missing one fails instead of skipping."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("prometheus is not installed; .ci/run installs Debian's package")
+        pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    return binary
+
+
+class Prometheus:
+    def __init__(self, workdir: Path, target_port: int, rule_file: Path) -> None:
+        self.port = free_port()
+        config = workdir / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            f"rule_files: [{json.dumps(str(rule_file))}]\n"
+            "scrape_configs:\n  - job_name: mcp-server\n"
+            f"    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n"
+        )
+        self.process = subprocess.Popen(
+            [
+                require_prometheus(),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 30
+        while not self._ready():
+            assert self.process.poll() is None, self.process.stderr.read().decode()
+            assert time.monotonic() < deadline, "prometheus did not become ready"
+            time.sleep(0.1)
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1) as reply:
+                return reply.status == 200
+        except OSError:
+            return False
+
+    def query(self, expr: str) -> dict[tuple[tuple[str, str], ...], float]:
+        """An instant query: each series' labels (sorted pairs) and its value."""
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            body: dict[str, Any] = json.load(reply)
+        assert body["status"] == "success", body
+        return {
+            tuple(sorted(series["metric"].items())): float(series["value"][1]) for series in body["data"]["result"]
+        }
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

@@ -1,0 +1,218 @@
+"""From span to dashboard: the shipped collector config, Grafana dashboard and alert rules, checked
+statically and against a real Prometheus scraping an instrumented server."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from examples.otlp_sink import OtlpSink, exporter_environment
+from otel_mcp_cancel import conventions
+from tests.prometheus_server import Prometheus, require_prometheus
+from tests.raw_peer import RawPeer, is_result, raw_peer_over
+from tests.subprocess_servers import free_port, instrumented_command
+from tests.support import until
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "collector-config"
+COLLECTOR = CONFIG / "otelcol-contrib.yaml"
+DASHBOARD = CONFIG / "grafana" / "dashboards" / "mcp-tool-outcomes.json"
+ALERTS = CONFIG / "prometheus" / "alerts.yaml"
+README = ROOT / "README.md"
+
+# Component types compiled into otelcol-contrib v0.139.0 that a config like ours may name.
+OTELCOL_CONTRIB_V0_139_0 = {
+    "receivers": {"otlp", "prometheus", "jaeger", "zipkin", "hostmetrics", "filelog", "kafka"},
+    "processors": {
+        "batch", "memory_limiter", "transform", "filter", "attributes", "resource", "resourcedetection",
+        "tail_sampling", "probabilistic_sampler", "k8sattributes", "groupbytrace",
+    },
+    "exporters": {"otlp", "otlphttp", "debug", "prometheus", "prometheusremotewrite", "kafka", "file", "zipkin"},
+    "connectors": {"spanmetrics", "servicegraph", "count", "forward", "routing", "exceptions", "failover"},
+}
+
+
+def dashboard_queries() -> dict[str, list[str]]:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    return {panel["title"]: [target["expr"] for target in panel["targets"]] for panel in panels}
+
+
+def alert_queries() -> dict[str, str]:
+    groups = yaml.safe_load(ALERTS.read_text())["groups"]
+    return {rule["alert"]: rule["expr"] for group in groups for rule in group["rules"]}
+
+
+def prometheus_name(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def test_the_collector_config_names_only_real_components_and_defined_ones() -> None:
+    config = yaml.safe_load(COLLECTOR.read_text())
+    for kind, known in OTELCOL_CONTRIB_V0_139_0.items():
+        for component in config.get(kind, {}):
+            assert component.split("/")[0] in known, f"{kind}: {component} is not in otelcol-contrib v0.139.0"
+    pipelines = config["service"]["pipelines"]
+    for name, pipeline in pipelines.items():
+        for receiver in pipeline["receivers"]:
+            assert receiver in config["receivers"] or receiver in config["connectors"], (name, receiver)
+        for processor in pipeline.get("processors", []):
+            assert processor in config["processors"], (name, processor)
+        for exporter in pipeline["exporters"]:
+            assert exporter in config["exporters"] or exporter in config["connectors"], (name, exporter)
+    # A connector joins two pipelines: it must be an exporter in one and a receiver in another.
+    for connector in config["connectors"]:
+        assert any(connector in p["exporters"] for p in pipelines.values()), connector
+        assert any(connector in p["receivers"] for p in pipelines.values()), connector
+
+
+def test_promtool_accepts_the_shipped_prometheus_files() -> None:
+    require_prometheus()
+    prometheus_config = CONFIG / "prometheus" / "prometheus.yml"
+    for command in (["check", "config", str(prometheus_config)], ["check", "rules", str(ALERTS)]):
+        done = subprocess.run(["promtool", *command], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_one_string_from_the_code_to_every_shipped_file() -> None:
+    collector = COLLECTOR.read_text()
+    dashboard = "\n".join(query for queries in dashboard_queries().values() for query in queries)
+    alerts = ALERTS.read_text()
+    readme = README.read_text()
+    # The collector sees OpenTelemetry names; dashboards and alerts see Prometheus' normalised ones.
+    for name in (conventions.TOOL_OUTCOME, conventions.GEN_AI_TOOL_NAME, conventions.MCP_METHOD_NAME):
+        assert f'"{name}"' in collector or f"name: {name}" in collector, name
+    for value in (conventions.OUTCOME_OK, conventions.OUTCOME_FAILED):
+        assert f'"{value}"' in collector
+    assert f'== "{conventions.TOOLS_CALL}"' in collector
+    for text in (dashboard, alerts):
+        assert f'{prometheus_name(conventions.SERVER_OPERATION_DURATION)}_seconds' in text
+        assert f"{prometheus_name(conventions.SERVER_GHOST_RESPONSES)}_total" in text
+        assert f"{prometheus_name(conventions.SERVER_GHOST_RETRIES)}_total" in text
+        assert prometheus_name(conventions.TOOL_GHOST_RISK) in text
+        assert prometheus_name(conventions.GEN_AI_TOOL_NAME) in text
+        assert f'{prometheus_name(conventions.TOOL_OUTCOME)}="{conventions.OUTCOME_FAILED}"' in text
+        assert f'{prometheus_name(conventions.MCP_METHOD_NAME)}="{conventions.TOOLS_CALL}"' in text
+    assert f'tool_outcome="{conventions.OUTCOME_CANCELLED}"' in dashboard
+    assert f'{prometheus_name(conventions.TOOL_GHOST_RISK)}="{conventions.GHOST_RISK_UNSAFE}"' in alerts
+    for name in (*conventions.OUTCOMES, conventions.EVENT_GHOST_SUPPRESSED, conventions.EVENT_GHOST_RETRIED):
+        assert f"`{name}`" in readme
+    for alert in alert_queries():
+        assert f"`{alert}`" in readme
+
+
+async def calls(peer: RawPeer, start: int) -> None:
+    """Two ok, two failed: one tool raised, one does not exist."""
+    for n, (tool, arguments) in enumerate(
+        [("echo", {"text": "a"}), ("echo", {"text": "b"}), ("broken", {"text": "c"}), ("no_such_tool", {})]
+    ):
+        await peer.call(start + n, "tools/call", {"name": tool, "arguments": arguments})
+
+
+async def ghost_then_retry(peer: RawPeer, vault: Path) -> None:
+    await peer.request(100, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
+    await peer.call(101, "tools/call", {"name": "wait_started", "arguments": {}})
+    await peer.cancel(100, "timed out after 30.0s")
+    await peer.barrier("read-the-cancel")
+    await peer.call(102, "tools/call", {"name": "release", "arguments": {}})
+    await until(lambda: (vault / "g.md").exists())
+    retry = await peer.call(103, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
+    assert is_result(retry)
+
+
+def metric_tool_name(span) -> str:
+    """The span keeps the name it was sent; metrics fold unregistered ones, as the span name does."""
+    return "_OTHER" if span.name.endswith("_OTHER") else span.attributes["gen_ai.tool.name"]
+
+
+def values(result: dict[tuple[tuple[str, str], ...], float], *labels: str) -> dict[tuple[str, ...], float]:
+    """A query result keyed by the given labels' values."""
+    return {tuple(dict(series)[label] for label in labels): value for series, value in result.items()}
+
+
+@pytest.mark.anyio
+async def test_the_shipped_promql_on_a_real_prometheus(sink: OtlpSink, tmp_path: Path) -> None:
+    metrics_port = free_port()
+    command, *args = instrumented_command(tmp_path)
+    environment = {
+        **exporter_environment(sink.endpoint),
+        "OTEL_METRICS_EXPORTER": "prometheus",
+        "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+        "OTEL_EXPORTER_PROMETHEUS_PORT": str(metrics_port),
+    }
+    calls_per_tool = dashboard_queries()["Calls by tool and outcome (since the server started)"][0]
+    prometheus = Prometheus(tmp_path, metrics_port, ALERTS)
+    try:
+        server = StdioServerParameters(command=command, args=args, env=environment)
+        async with stdio_client(server) as (read, write):
+            async with raw_peer_over(read, write) as peer:
+                await calls(peer, 1)
+                await ghost_then_retry(peer, tmp_path)
+                await until(lambda: values(prometheus.query(calls_per_tool), "gen_ai_tool_name", "tool_outcome")
+                            .get(("echo", "ok")) == 2, seconds=30)
+                await calls(peer, 11)  # the same mix again, so rates have an increase to measure
+                await until(lambda: values(prometheus.query(calls_per_tool), "gen_ai_tool_name", "tool_outcome")
+                            .get(("echo", "ok")) == 4, seconds=30)
+                await check_every_query(prometheus, sink)
+    finally:
+        prometheus.stop()
+
+
+async def check_every_query(prometheus: Prometheus, sink: OtlpSink) -> None:
+    dashboard, alerts = dashboard_queries(), alert_queries()
+
+    # Calls by tool and outcome: exactly what the traffic did, and exactly what the spans say.
+    (per_tool,) = dashboard["Calls by tool and outcome (since the server started)"]
+    expected = {
+        ("echo", "ok"): 4,
+        ("broken", "failed"): 2,
+        ("_OTHER", "failed"): 2,
+        ("shielded_write", "cancelled"): 1,
+        ("shielded_write", "ok"): 1,
+        ("wait_started", "ok"): 1,
+        ("release", "ok"): 1,
+    }
+    assert values(prometheus.query(per_tool), "gen_ai_tool_name", "tool_outcome") == expected
+    await until(lambda: len(sink.server_spans("otel_mcp_cancel")) >= sum(expected.values()))
+    from_spans = Counter(
+        (metric_tool_name(span), span.attributes["tool.outcome"])
+        for span in sink.server_spans("otel_mcp_cancel")
+        if span.attributes["mcp.method.name"] == "tools/call"
+    )
+    assert from_spans == expected
+
+    cancelled, failed = dashboard["Cancelled next to failed (calls per second)"]
+    assert list(prometheus.query(cancelled).values()) == [0.0]  # the one cancel came before the second round
+    assert list(prometheus.query(failed).values())[0] > 0
+
+    (ghosts,) = dashboard["Ghost responses (since the server started)"]
+    assert values(prometheus.query(ghosts), "gen_ai_tool_name", "tool_ghost_risk") == {("shielded_write", "unsafe"): 1}
+    (retries,) = dashboard["Retries of ghosts (since the server started)"]
+    assert values(prometheus.query(retries), "gen_ai_tool_name", "tool_ghost_risk") == {("shielded_write", "unsafe"): 1}
+    ghost_rate, retry_rate = dashboard["Ghost rate and retries of ghosts (per second)"]
+    assert values(prometheus.query(ghost_rate), "tool_ghost_risk") == {("unsafe",): 0.0}
+    assert values(prometheus.query(retry_rate), "tool_ghost_risk") == {("unsafe",): 0.0}
+
+    for quantile in dashboard["tools/call duration by outcome, p50 and p95 (seconds)"]:
+        by_outcome = values(prometheus.query(quantile), "tool_outcome")
+        assert {("ok",), ("failed",)} <= set(by_outcome) <= {(o,) for o in conventions.OUTCOMES}
+        assert all(math.isfinite(by_outcome[(o,)]) for o in ("ok", "failed"))
+
+    # Alerts: page on the unsafe ghost and on its retry; ticket on any ghost and on failing tools.
+    assert values(prometheus.query(alerts["McpUnsafeGhostResponse"]), "gen_ai_tool_name") == {("shielded_write",): 1}
+    assert values(prometheus.query(alerts["McpGhostRetried"]), "gen_ai_tool_name", "tool_ghost_risk") == {
+        ("shielded_write", "unsafe"): 1
+    }
+    assert values(prometheus.query(alerts["McpGhostResponse"]), "gen_ai_tool_name", "tool_ghost_risk") == {
+        ("shielded_write", "unsafe"): 1
+    }
+    assert values(prometheus.query(alerts["McpToolFailedRatioHigh"]), "gen_ai_tool_name") == {
+        ("broken",): 1.0,
+        ("_OTHER",): 1.0,
+    }
