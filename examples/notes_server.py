@@ -12,13 +12,19 @@ from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
 
 vault = Path(sys.argv[1] if len(sys.argv) > 1 else "vault")
 vault.mkdir(parents=True, exist_ok=True)
 server = MCPServer("notes-vault")
 
+# Annotations tell otel-mcp-cancel how dangerous a ghost of each tool is (tool.ghost_risk).
+READS = ToolAnnotations.model_validate({"readOnlyHint": True})
+IDEMPOTENT_WRITE = ToolAnnotations.model_validate({"readOnlyHint": False, "idempotentHint": True})
+WRITE = ToolAnnotations.model_validate({"readOnlyHint": False, "idempotentHint": False})
 
-@server.tool()
+
+@server.tool(annotations=IDEMPOTENT_WRITE)
 async def write_note(name: str, text: str, commit_seconds: float = 0.0) -> str:
     """Save a note. The commit is shielded: once started it always completes, even if the caller gives up."""
     with anyio.CancelScope(shield=True):
@@ -27,7 +33,7 @@ async def write_note(name: str, text: str, commit_seconds: float = 0.0) -> str:
     return f"saved {name}"
 
 
-@server.tool()
+@server.tool(annotations=WRITE)
 def append_journal(line: str, seconds: float = 0.0) -> str:
     """A sync tool: it runs in a worker thread, which a cancel cannot interrupt."""
     time.sleep(seconds)
@@ -36,7 +42,7 @@ def append_journal(line: str, seconds: float = 0.0) -> str:
     return "appended"
 
 
-@server.tool()
+@server.tool(annotations=READS)
 def read_note(name: str) -> str:
     path = vault / name
     if not path.exists():
@@ -44,14 +50,14 @@ def read_note(name: str) -> str:
     return path.read_text()
 
 
-@server.tool()
+@server.tool(annotations=READS)
 async def search_notes(query: str, seconds: float = 0.0) -> list[str]:
     """Slow search; a cancel interrupts it before it answers (no side effects, so no ghost)."""
     await anyio.sleep(seconds)
     return sorted(p.name for p in vault.iterdir() if query in p.read_text())
 
 
-@server.tool()
+@server.tool(annotations=WRITE)
 def export_vault(destination: str) -> str:
     raise PermissionError(f"cannot write to {destination}")
 

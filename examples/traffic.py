@@ -74,9 +74,11 @@ def print_tables(sink: OtlpSink, vault: Path, ghost_notes: list[str]) -> None:
     ghosts = [s for s in calls if any(name == "mcp.ghost_response.suppressed" for name, _ in s.events)]
     print("\nghost responses (handler finished, answer suppressed after the caller cancelled)")
     for span in ghosts:
-        reason = dict(span.events[0][1]).get("mcp.cancel.reason", "")
+        events = dict(span.events)
+        reason = events["mcp.request.cancelled"].get("mcp.cancel.reason", "")
+        risk = events["mcp.ghost_response.suppressed"]["tool.ghost_risk"]
         print(f"  {span.attributes['gen_ai.tool.name']:<20} request {span.attributes['jsonrpc.request.id']:<4}"
-              f" caller said: {reason}")
+              f" risk {risk:<11} caller said: {reason}")
     counted = sum(p.value for p in sink.latest_points("mcp.server.ghost_responses"))
     print(f"  mcp.server.ghost_responses counter: {counted:.0f}")
 
