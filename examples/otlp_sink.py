@@ -49,6 +49,10 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     events: list[tuple[str, dict[str, Any]]]
     status: str
+    start_ns: int = 0
+    end_ns: int = 0
+    timed_events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)  # span ids this span links to
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,10 @@ class OtlpSink:
                 attributes=_attributes(span.attributes),
                 events=[(event.name, _attributes(event.attributes)) for event in span.events],
                 status=STATUS_CODES.get(span.status.code, "UNSET"),
+                start_ns=span.start_time_unix_nano,
+                end_ns=span.end_time_unix_nano,
+                timed_events=[(e.name, e.time_unix_nano, _attributes(e.attributes)) for e in span.events],
+                links=[link.span_id.hex() for link in span.links],
             )
             for resource_spans in request.resource_spans
             for scope_spans in resource_spans.scope_spans

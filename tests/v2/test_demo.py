@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-DEMO = Path(__file__).resolve().parents[2] / "examples" / "traffic.py"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+DEMO = EXAMPLES / "traffic.py"
 
 
 def test_demo_prints_every_outcome_and_the_ghosts_it_saw() -> None:
@@ -28,3 +29,12 @@ def test_demo_prints_every_outcome_and_the_ghosts_it_saw() -> None:
     assert "MISSING" not in out
     warnings = out.split("the WARNING lines in the server's log")[1]
     assert warnings.count("mcp.ghost_response.suppressed_after_cancel_ack") == counted
+
+
+def test_the_trace_picture_is_drawn_from_exported_spans(tmp_path: Path) -> None:
+    picture = tmp_path / "trace.svg"
+    done = subprocess.run([sys.executable, str(EXAMPLES / "draw_trace.py"), str(picture)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    drawing = picture.read_text()
+    assert drawing.startswith("<svg") and drawing.count("tools/call append_journal") == 2
