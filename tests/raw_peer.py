@@ -15,6 +15,8 @@ import anyio
 from mcp.shared.memory import create_client_server_memory_streams
 from mcp.shared.message import SessionMessage
 
+from tests.support import until
+
 try:  # mcp 2.x
     from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
@@ -69,6 +71,18 @@ class RawPeer:
 
     def resume_reading(self) -> None:
         self._reading.set()
+
+    async def request_with_its_answer_blocked(self, request_id: Any, method: str, params: dict[str, Any]) -> None:
+        """Send a request and return once the server is blocked writing its answer: this peer stops
+        reading, fills the stream's buffer with two pings' answers (the reader may take one more
+        message first), then waits on the stream's own counters, not on time."""
+        self.stop_reading()
+        await self.request(f"fill-{request_id}-1", "ping")
+        await self.request(f"fill-{request_id}-2", "ping")
+        await until(self.buffer_full)
+        already_waiting = self.writers_waiting()
+        await self.request(request_id, method, params)
+        await until(lambda: self.writers_waiting() == already_waiting + 1)
 
     def _statistics(self) -> Any:
         # mcp 2.x wraps the memory stream to carry each sender's context along.

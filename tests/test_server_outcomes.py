@@ -241,14 +241,7 @@ async def test_a_cancel_while_the_answer_is_being_written_changes_nothing(captur
     2.x has already forgotten the request; on 1.x the guard drops the cancel, which would otherwise
     interrupt the write and send a second answer."""
     async with raw_session(notes_server(Gates())) as peer:
-        peer.stop_reading()
-        # The reader may take one more message; two pings' answers then fill the stream's buffer.
-        await peer.request("fill-1", "ping")
-        await peer.request("fill-2", "ping")
-        await until(peer.buffer_full)
-        already_waiting = peer.writers_waiting()
-        await peer.request(44, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
-        await until(lambda: peer.writers_waiting() == already_waiting + 1)  # the answer's write is blocked
+        await peer.request_with_its_answer_blocked(44, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         await peer.cancel(44, "too late")
         peer.resume_reading()
         await peer.barrier("after")

@@ -110,13 +110,7 @@ async def test_the_sdks_duplicate_response_line_does_not_change_the_outcome(capt
 
 async def test_with_the_guard_off_a_cancel_during_the_write_is_on_the_span(guard_off) -> None:
     async with raw_session(notes_server(Gates())) as peer:
-        peer.stop_reading()
-        await peer.request("fill-1", "ping")
-        await peer.request("fill-2", "ping")
-        await until(peer.buffer_full)
-        already_waiting = peer.writers_waiting()
-        await peer.request(44, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
-        await until(lambda: peer.writers_waiting() == already_waiting + 1)
+        await peer.request_with_its_answer_blocked(44, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         await peer.cancel(44, "too late")
         peer.resume_reading()
         await until(lambda: peer.closed)  # the SDK lets the cancellation escape: the session ends
