@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 vault = Path(sys.argv[1] if len(sys.argv) > 1 else "vault")
 vault.mkdir(parents=True, exist_ok=True)
@@ -55,6 +55,15 @@ async def search_notes(query: str, seconds: float = 0.0) -> list[str]:
     """Slow search; a cancel interrupts it before it answers (no side effects, so no ghost)."""
     await anyio.sleep(seconds)
     return sorted(p.name for p in vault.iterdir() if query in p.read_text())
+
+
+@server.tool(annotations=READS)
+def lint_note(name: str) -> CallToolResult:
+    """Returns an isError result (rather than raising) when the note has no title line."""
+    text = (vault / name).read_text() if (vault / name).exists() else ""
+    if not text.startswith("# "):
+        return CallToolResult(content=[TextContent(type="text", text=f"{name} has no title")], is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text="ok")])
 
 
 @server.tool(annotations=WRITE)

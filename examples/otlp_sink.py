@@ -64,6 +64,7 @@ class ReceivedPoint:
 
 @dataclass
 class OtlpSink:
+    keep: bool = True  # False: answer exports but keep nothing (a benchmark's receiver)
     spans: list[ReceivedSpan] = field(default_factory=list)
     points: list[ReceivedPoint] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -79,19 +80,21 @@ class OtlpSink:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the http.server API
+                if self.path not in ("/v1/traces", "/v1/metrics"):
+                    self.send_response(404)
+                    self.end_headers()
+                    return
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
                 if self.path == "/v1/traces":
-                    sink._take_traces(body)
+                    if sink.keep:
+                        sink._take_traces(body)
                     reply = ExportTraceServiceResponse().SerializeToString()
-                elif self.path == "/v1/metrics":
-                    sink._take_metrics(body)
-                    reply = ExportMetricsServiceResponse().SerializeToString()
                 else:
-                    self.send_response(404)
-                    self.end_headers()
-                    return
+                    if sink.keep:
+                        sink._take_metrics(body)
+                    reply = ExportMetricsServiceResponse().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(reply)))

@@ -43,6 +43,7 @@ async def one_round(client: Client, round_number: int) -> list[str]:
     await client.call_tool("write_note", {"name": f"note-{round_number}.md", "text": "ok"})  # ok
     await client.call_tool("read_note", {"name": f"note-{round_number}.md"})  # ok
     await client.call_tool("search_notes", {"query": "ok"})  # ok
+    await client.call_tool("lint_note", {"name": f"note-{round_number}.md"})  # failed: the tool returned isError
     await client.call_tool("read_note", {"name": "missing.md"})  # failed: the tool raised
     await client.call_tool("export_vault", {"destination": "/"})  # failed
     await client.call_tool("delete_everything", {})  # failed: no such tool

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 logger = logging.getLogger("otel_mcp_cancel")
 
@@ -13,14 +12,32 @@ _reported: set[str] = set()
 _lock = threading.Lock()
 
 
-@contextmanager
-def contained(activity: str) -> Iterator[None]:
-    """Swallow an `Exception` raised while doing `activity`; log the first one of each activity."""
-    try:
-        yield
-    except Exception:
+class contained:  # noqa: N801 - used like contextlib's helpers: `with contained("..."):`
+    """Swallow an `Exception` raised while doing `activity`; log the first one of each activity.
+
+    A class, not a generator-based context manager: it runs several times on every request.
+    """
+
+    __slots__ = ("activity",)
+
+    def __init__(self, activity: str) -> None:
+        self.activity = activity
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> bool:
+        if kind is None or not issubclass(kind, Exception):
+            return False
         with _lock:
-            first = activity not in _reported
-            _reported.add(activity)
+            first = self.activity not in _reported
+            _reported.add(self.activity)
         if first:
-            logger.exception("otel_mcp_cancel: %s failed; the MCP request itself is unaffected", activity)
+            logger.error(
+                "otel_mcp_cancel: %s failed; the MCP request itself is unaffected",
+                self.activity,
+                exc_info=(kind, error, traceback),
+            )
+        return True

@@ -19,6 +19,7 @@ def test_demo_prints_every_outcome_and_the_ghosts_it_saw() -> None:
     rows = {line.split()[0]: [int(n) for n in line.split()[1:]] for line in table.splitlines()[2:] if line.strip()}
     # Outcomes that do not depend on timing.
     assert rows["export_vault"] == [0, 1, 0]
+    assert rows["lint_note"] == [0, 1, 0]
     assert rows["delete_everything"] == [0, 1, 0]
     assert rows["read_note"] == [1, 1, 0]
     assert sum(n for tool in rows.values() for n in tool[2:]) >= 2  # the timed-out and caller-cancelled searches
