@@ -89,7 +89,7 @@ def _run_child(python: str, *args: str) -> dict[str, Any]:
     done = subprocess.run([python, __file__, "--child", *args], capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         reasons = [line.strip() for line in done.stderr.splitlines() if "Error" in line or "Exception" in line]
-        return {"error": (reasons or ["failed"])[-1][:160]}
+        return {"error": (reasons or ["failed"])[-1].replace("|", "/").strip(" /")[:160]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
