@@ -97,21 +97,27 @@ class ServerTelemetry:
             self.finish(record)
 
     def finish(self, record: RequestRecord) -> None:
-        with contained("finishing a server span"):
-            tool = target_name(record.params) if record.method == TOOLS_CALL else None
-            if tool is not None and not record.tool_registered and record.server is not None:
-                record.tool_registered = tool_registry.is_registered(record.server, tool)
-            verdict = classify(
-                record.handler, record.answer, record.cancelled, cancelled_is_error=self._cancelled_is_error
-            )
-            retried = self._retried_ghost(record, tool)
-            self._end_span(record, verdict, retried)
-            self._record_metrics(record, verdict)
-            if retried is not None:
-                attributes = self._base_metric_attributes(record, keys=_RETRY_METRIC_KEYS)
-                self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.risk})
-            if verdict.is_ghost:
-                self._report_ghost(record, verdict, tool)
+        try:
+            with contained("finishing a server span"):
+                tool = target_name(record.params) if record.method == TOOLS_CALL else None
+                if tool is not None and not record.tool_registered and record.server is not None:
+                    record.tool_registered = tool_registry.is_registered(record.server, tool)
+                verdict = classify(
+                    record.handler, record.answer, record.cancelled, cancelled_is_error=self._cancelled_is_error
+                )
+                risk = self._risk(record, tool) if verdict.is_ghost else None
+                retried = self._retried_ghost(record, tool)
+                self._end_span(record, verdict, risk, retried)
+                self._record_metrics(record, verdict)
+                if retried is not None:
+                    attributes = self._base_metric_attributes(record, keys=_RETRY_METRIC_KEYS)
+                    self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.risk})
+                if risk is not None:
+                    self._report_ghost(record, verdict, tool, risk)
+        finally:
+            if record.span.is_recording():  # whatever failed above, the span still ends
+                with contained("ending a server span"):
+                    record.span.end()
 
     def _retried_ghost(self, record: RequestRecord, tool: str | None) -> Ghost | None:
         if tool is None or record.session is None:
@@ -124,7 +130,7 @@ class ServerTelemetry:
             annotations = tool_registry.listed_annotations(record.server, tool)
         return ghost_risk(record.method, annotations)
 
-    def _end_span(self, record: RequestRecord, verdict: Verdict, retried: Ghost | None) -> None:
+    def _end_span(self, record: RequestRecord, verdict: Verdict, risk: str | None, retried: Ghost | None) -> None:
         span = record.span
         target = target_name(record.params)
         fold = record.method == TOOLS_CALL and not record.tool_registered
@@ -135,11 +141,9 @@ class ServerTelemetry:
         if verdict.outcome == OUTCOME_CANCELLED:
             reason = {MCP_CANCEL_REASON: record.cancel_reason} if record.cancel_reason is not None else {}
             span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)
-        if verdict.is_ghost:
-            span.add_event(
-                EVENT_GHOST_SUPPRESSED,
-                {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: self._risk(record, target)},
-            )
+        if risk is not None:
+            ghost = {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: risk}
+            span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
         if retried is not None:
             span.add_link(retried.span_context)
             span.add_event(EVENT_GHOST_RETRIED, {TOOL_GHOST_RISK: retried.risk})
@@ -164,8 +168,7 @@ class ServerTelemetry:
         attributes.update(verdict_attributes(record.method, verdict))
         self._instruments.server_operation_duration.record(time.perf_counter() - record.started, attributes)
 
-    def _report_ghost(self, record: RequestRecord, verdict: Verdict, tool: str | None) -> None:
-        risk = self._risk(record, tool)
+    def _report_ghost(self, record: RequestRecord, verdict: Verdict, tool: str | None, risk: str) -> None:
         attributes = self._base_metric_attributes(record, keys=_GHOST_METRIC_KEYS)
         attributes.update({TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: risk})
         self._instruments.server_ghost_responses.add(1, attributes)
