@@ -178,7 +178,7 @@ async def test_an_internal_fault_is_contained_and_logged_once(monkeypatch, caplo
     def broken_classify(*args, **kwargs):
         raise RuntimeError("bug in the plugin")
 
-    monkeypatch.setattr("otel_mcp_cancel.server_telemetry.classify", broken_classify)
+    monkeypatch.setattr("otel_mcp_cancel.request_telemetry.classify", broken_classify)
     caplog.set_level(logging.ERROR, logger="otel_mcp_cancel")
     SPANS.clear()
     reader = InMemoryMetricReader()

@@ -93,11 +93,13 @@ def classify(
     cancelled: bool,
     *,
     cancelled_is_error: bool = False,
+    caller_faults_unset: bool = True,
 ) -> Verdict:
     """Decide the outcome of one request.
 
     - An answer on the wire decides: a result is ok (failed if isError), a
       JSON-RPC error is failed. A cancel that came after it changes nothing.
+      The server leaves the caller's faults' status UNSET; a client marks every error.
     - No answer (or only a cancel acknowledgement) after the caller cancelled
       is cancelled. If the handler had completed anyway, its answer was
       suppressed: that is a ghost.
@@ -114,7 +116,7 @@ def classify(
             OUTCOME_FAILED,
             error_type=code or OTHER,
             status_code=code,
-            span_error=answer.code not in CALLER_FAULT_CODES,
+            span_error=not (caller_faults_unset and answer.code in CALLER_FAULT_CODES),
         )
     acknowledged = answer is not None and answer.kind is AnswerKind.CANCEL_ACK
     if cancelled or acknowledged:

@@ -1,0 +1,131 @@
+"""What a server span and a client span share: start it, make it current, classify, describe, end, measure.
+
+Every entry point is contained: a failure in telemetry is logged once per kind and never reaches the
+MCP server or client. Subclasses add what only their side knows (the server's ghosts).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.metrics import Histogram
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+
+from otel_mcp_cancel.attributes import metric_attributes, request_attributes, span_name, target_name, verdict_attributes
+from otel_mcp_cancel.conventions import (
+    EVENT_REQUEST_CANCELLED,
+    MCP_CANCEL_REASON,
+    MCP_PROTOCOL_VERSION,
+    OUTCOME_CANCELLED,
+    TOOLS_CALL,
+)
+from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.outcome import Verdict, classify
+from otel_mcp_cancel.request_state import RequestRecord
+
+
+class RequestTelemetry:
+    kind: SpanKind
+    role: str  # names the activity in a contained fault's log line
+
+    def __init__(
+        self,
+        tracer: Tracer,
+        duration: Histogram,
+        current: contextvars.ContextVar[RequestRecord | None],
+        *,
+        cancelled_is_error: bool,
+    ) -> None:
+        self._tracer = tracer
+        self._duration = duration
+        self._current = current
+        self._cancelled_is_error = cancelled_is_error
+
+    def parent(self, params: Any) -> Context | None:
+        """The context to parent the span on; None: the ambient one."""
+        return None
+
+    def open(self, method: str, params: Any, request_id: object, network_transport: str | None) -> RequestRecord | None:
+        """Start the span for a request; None when instrumentation is suppressed or fails."""
+        if not is_instrumentation_enabled():
+            return None
+        with contained(f"opening a {self.role} span"):
+            span = self._tracer.start_span(
+                method,
+                context=self.parent(params),
+                kind=self.kind,
+                attributes=request_attributes(method, params, request_id, network_transport),
+            )
+            return RequestRecord(method, params, request_id, network_transport, span)
+        return None
+
+    @contextmanager
+    def serving(self, record: RequestRecord) -> Iterator[RequestRecord]:
+        """Make the record and its span current while the request runs, then finish it."""
+        record_token = self._current.set(record)
+        context_token = otel_context.attach(trace.set_span_in_context(record.span))
+        try:
+            yield record
+        finally:
+            otel_context.detach(context_token)
+            self._current.reset(record_token)
+            self.finish(record)
+
+    def finish(self, record: RequestRecord) -> None:
+        try:
+            with contained(f"finishing a {self.role} span"):
+                self.resolve(record)
+                verdict = classify(
+                    record.handler,
+                    record.answer,
+                    record.cancelled,
+                    cancelled_is_error=self._cancelled_is_error,
+                    caller_faults_unset=self.kind is SpanKind.SERVER,
+                )
+                self._describe_span(record, verdict)
+                self.annotate(record, verdict)
+                if verdict.span_error:
+                    record.span.set_status(Status(StatusCode.ERROR))
+                record.span.end()
+                attributes = self.metric_attributes(record)
+                attributes.update(verdict_attributes(record.method, verdict))
+                self._duration.record(time.perf_counter() - record.started, attributes)
+        finally:
+            if record.span.is_recording():  # whatever failed above, the span still ends
+                with contained(f"ending a {self.role} span"):
+                    record.span.end()
+
+    def resolve(self, record: RequestRecord) -> None:
+        """Fill in what is known only once the request is over."""
+
+    def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
+        """Add this side's own events, links and measurements before the span ends."""
+
+    def _describe_span(self, record: RequestRecord, verdict: Verdict) -> None:
+        span = record.span
+        fold = record.method == TOOLS_CALL and not record.tool_registered
+        span.update_name(span_name(record.method, target_name(record.params), target_registered=not fold))
+        if record.protocol_version is not None:
+            span.set_attribute(MCP_PROTOCOL_VERSION, record.protocol_version)
+        span.set_attributes(verdict_attributes(record.method, verdict))
+        if verdict.outcome == OUTCOME_CANCELLED:
+            reason = {MCP_CANCEL_REASON: record.cancel_reason} if record.cancel_reason is not None else {}
+            span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)
+
+    def metric_attributes(self, record: RequestRecord, keys: frozenset[str] | None = None) -> dict[str, Any]:
+        attributes = metric_attributes(
+            record.method,
+            target_name(record.params),
+            record.tool_registered,
+            record.protocol_version,
+            record.network_transport,
+        )
+        return attributes if keys is None else {key: value for key, value in attributes.items() if key in keys}
