@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from packaging.requirements import Requirement
 
-from otel_mcp_cancel import McpCancelInstrumentor, _server_hooks_for_installed_mcp, hooks, outcome
+from otel_mcp_cancel import McpCancelInstrumentor, _hooks_for_installed_mcp, hooks, outcome
 from otel_mcp_cancel.package import _instruments
 from tests.conftest import SPANS, TRACER_PROVIDER
 from tests.raw_peer import raw_session
@@ -31,7 +31,7 @@ WRAPPER = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 
 def installed_hooks() -> list[hooks.Hook]:
     """The hook points of the installed SDK line."""
-    return _server_hooks_for_installed_mcp()(None).hooks()
+    return [hook for make in _hooks_for_installed_mcp() for hook in make(None).hooks()]
 
 
 def hooked_callables() -> list[object]:

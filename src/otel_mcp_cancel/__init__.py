@@ -40,7 +40,7 @@ __all__ = ["GhostStats", "McpCancelInstrumentor", "__version__", "ghost_stats"]
 class McpCancelInstrumentor(BaseInstrumentor):
     """Instruments the mcp server with spans and metrics that carry each request's true outcome."""
 
-    _server_hooks: Any = None
+    _hook_sets: list[Any] = []
     _applied: list[Any] = []
 
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -48,11 +48,12 @@ class McpCancelInstrumentor(BaseInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         try:
-            server_hooks = _server_hooks_for_installed_mcp()
+            server_hooks, client_hooks = _hooks_for_installed_mcp()
         except ImportError as exc:
             logger.warning("otel_mcp_cancel: mcp is not importable (%s); nothing is instrumented", exc)
             return
         from otel_mcp_cancel import hooks
+        from otel_mcp_cancel.client_telemetry import ClientTelemetry
         from otel_mcp_cancel.instruments import create_instruments
         from otel_mcp_cancel.retries import GhostRetries
         from otel_mcp_cancel.server_telemetry import ServerTelemetry
@@ -60,31 +61,36 @@ class McpCancelInstrumentor(BaseInstrumentor):
         schema_url = Schemas.V1_28_0.value
         tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=schema_url)
         meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=schema_url)
-        telemetry = ServerTelemetry(
-            tracer, create_instruments(meter), GhostRetries(_retry_window()), cancelled_is_error=_cancelled_is_error()
-        )
-        self._server_hooks = server_hooks(telemetry)
-        self._applied = hooks.apply(self._server_hooks.hooks())
+        instruments = create_instruments(meter)
+        cancelled_is_error = _cancelled_is_error()
+        retries = GhostRetries(_retry_window())
+        self._hook_sets = [
+            server_hooks(ServerTelemetry(tracer, instruments, retries, cancelled_is_error=cancelled_is_error)),
+            client_hooks(ClientTelemetry(tracer, instruments, cancelled_is_error=cancelled_is_error)),
+        ]
+        self._applied = hooks.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from otel_mcp_cancel import hooks
 
-        if self._server_hooks is not None:
-            self._server_hooks.active = False
+        for hook_set in self._hook_sets:
+            hook_set.active = False
         hooks.remove(self._applied)
-        self._server_hooks, self._applied = None, []
+        self._hook_sets, self._applied = [], []
 
 
-def _server_hooks_for_installed_mcp() -> Callable[[Any], Any]:
-    """The hook set for the installed SDK line; ImportError when mcp is missing."""
+def _hooks_for_installed_mcp() -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """The server and client hook sets for the installed SDK line; ImportError when mcp is missing."""
     if importlib.metadata.version("mcp").split(".")[0] == "1":
+        from otel_mcp_cancel.client_v1 import ClientHooksV1
         from otel_mcp_cancel.server_v1 import ServerHooksV1
 
         guard = _choice(OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD, ("on", "off")) == "on"
-        return lambda telemetry: ServerHooksV1(telemetry, guard=guard)
+        return (lambda telemetry: ServerHooksV1(telemetry, guard=guard)), ClientHooksV1
+    from otel_mcp_cancel.client_v2 import ClientHooksV2
     from otel_mcp_cancel.server_v2 import ServerHooksV2
 
-    return ServerHooksV2
+    return ServerHooksV2, ClientHooksV2
 
 
 def _cancelled_is_error() -> bool:

@@ -55,8 +55,13 @@ EVENT_GHOST_SUPPRESSED = "mcp.ghost_response.suppressed"
 EVENT_RESPONSE_WRITE_INTERRUPTED = "mcp.response.write_interrupted"  # mcp 1.x, guard off: the session ends
 EVENT_GHOST_RETRIED = "mcp.ghost_response.retried"
 
+# Why a client's call ended without an answer (mcp.cancel.reason on its span's cancel event).
+CANCEL_REASON_TIMEOUT = "timeout"
+CANCEL_REASON_CALLER = "caller"
+
 # Metrics.
 SERVER_OPERATION_DURATION = "mcp.server.operation.duration"
+CLIENT_OPERATION_DURATION = "mcp.client.operation.duration"
 SERVER_GHOST_RESPONSES = "mcp.server.ghost_responses"
 SERVER_GHOST_RETRIES = "mcp.server.ghost_retries"
 

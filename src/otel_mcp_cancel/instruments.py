@@ -6,7 +6,12 @@ from dataclasses import dataclass
 
 from opentelemetry.metrics import Counter, Histogram, Meter
 
-from otel_mcp_cancel.conventions import SERVER_GHOST_RESPONSES, SERVER_GHOST_RETRIES, SERVER_OPERATION_DURATION
+from otel_mcp_cancel.conventions import (
+    CLIENT_OPERATION_DURATION,
+    SERVER_GHOST_RESPONSES,
+    SERVER_GHOST_RETRIES,
+    SERVER_OPERATION_DURATION,
+)
 
 # Tool calls run from milliseconds to minutes; semconv's default buckets stop too early.
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -17,6 +22,7 @@ class Instruments:
     server_operation_duration: Histogram
     server_ghost_responses: Counter
     server_ghost_retries: Counter
+    client_operation_duration: Histogram
 
 
 def create_instruments(meter: Meter) -> Instruments:
@@ -38,5 +44,12 @@ def create_instruments(meter: Meter) -> Instruments:
             SERVER_GHOST_RETRIES,
             unit="{retry}",
             description="Calls that repeat a ghost: same session, same tool, same arguments, within the retry window.",
+        ),
+        client_operation_duration=meter.create_histogram(
+            CLIENT_OPERATION_DURATION,
+            unit="s",
+            description="MCP request duration as observed on the sender, from sending until the answer arrives "
+            "or the caller gives up.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
         ),
     )

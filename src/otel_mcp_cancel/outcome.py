@@ -74,6 +74,18 @@ class Answer:
         return cls(AnswerKind.CANCEL_ACK)
 
 
+# What mcp 1.x answers a cancelled request with. A client seeing it knows the call was cancelled.
+CANCEL_ACK_CODE = 0
+CANCEL_ACK_MESSAGE = "Request cancelled"
+
+
+def error_answer(code: int, message: str) -> Answer:
+    """The answer a JSON-RPC error represents, as its receiver sees it: 1.x's cancel acknowledgement or an error."""
+    if code == CANCEL_ACK_CODE and message == CANCEL_ACK_MESSAGE:
+        return Answer.cancel_ack()
+    return Answer.error(code)
+
+
 @dataclass(frozen=True)
 class Verdict:
     outcome: str

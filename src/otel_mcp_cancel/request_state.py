@@ -60,8 +60,13 @@ class RequestRecord:
             self.cancel_time_ns = at_ns if at_ns is not None else time.time_ns()
 
 
+# The inbound request being served, and the outbound request being sent, in this task. Two variables:
+# a server's handler may itself send a request.
 current_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar(
     "otel_mcp_cancel_current_record", default=None
+)
+current_client_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar(
+    "otel_mcp_cancel_current_client_record", default=None
 )
 
 

@@ -1,0 +1,23 @@
+"""The client's side: one CLIENT span and `mcp.client.operation.duration` per outbound request."""
+
+from __future__ import annotations
+
+from opentelemetry.trace import SpanKind, Tracer
+
+from otel_mcp_cancel.instruments import Instruments
+from otel_mcp_cancel.request_state import RequestRecord, current_client_record
+from otel_mcp_cancel.request_telemetry import RequestTelemetry
+
+
+class ClientTelemetry(RequestTelemetry):
+    kind = SpanKind.CLIENT
+    role = "client"
+
+    def __init__(self, tracer: Tracer, instruments: Instruments, *, cancelled_is_error: bool) -> None:
+        super().__init__(
+            tracer, instruments.client_operation_duration, current_client_record, cancelled_is_error=cancelled_is_error
+        )
+
+    def resolve(self, record: RequestRecord) -> None:
+        # The tool names a client sends are its own code's choice, not a peer's: they are not folded.
+        record.tool_registered = True

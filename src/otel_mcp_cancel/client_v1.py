@@ -1,0 +1,76 @@
+"""Hooks into the mcp 1.x sending side (`BaseSession.send_request`: a client's calls, and a server's own
+requests to its client).
+
+It returns the result, raises `McpError` with the peer's error (or 1.x's cancel acknowledgement), raises
+`McpError(408)` when the read timeout fired, or is cancelled with the caller. 1.x has no OpenTelemetry:
+the hook also puts W3C `traceparent` into `params._meta`, so the server's span joins the caller's trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.shared.exceptions import McpError
+from opentelemetry.propagate import inject
+
+from otel_mcp_cancel.client_telemetry import ClientTelemetry
+from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
+from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.hooks import Hook
+from otel_mcp_cancel.observations import arg, is_tool_error
+from otel_mcp_cancel.outcome import Answer, error_answer
+
+# 1.x reports its own read timeout as an HTTP-like 408, which no JSON-RPC peer sends.
+_READ_TIMEOUT_CODE = 408
+
+
+def _inject_trace_context(request: Any) -> None:
+    params = getattr(request, "params", None)
+    if params is None:
+        return  # a request without params (ping) has no `_meta` to carry it
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    if params.meta is None:
+        params.meta = types.RequestParams.Meta.model_validate(carrier)
+    else:
+        for key, value in carrier.items():
+            setattr(params.meta, key, value)
+
+
+class ClientHooksV1:
+    def __init__(self, telemetry: ClientTelemetry) -> None:
+        self._telemetry = telemetry
+        self.active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
+
+    def hooks(self) -> list[Hook]:
+        return [Hook("mcp.shared.session", "BaseSession.send_request", self._send)]
+
+    async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        record = request = None
+        if self.active:
+            with contained("opening a client span"):
+                request = arg(args, kwargs, 0, "request").root
+                params = request.params.model_dump(by_alias=True, mode="json", exclude_none=True) if getattr(
+                    request, "params", None
+                ) is not None else None
+                record = self._telemetry.open(request.method, params, instance._request_id, None)
+        if record is None:
+            return await wrapped(*args, **kwargs)
+        with self._telemetry.serving(record):
+            with contained("injecting trace context"):
+                _inject_trace_context(request)
+            try:
+                result = await wrapped(*args, **kwargs)
+            except anyio.get_cancelled_exc_class():
+                record.note_cancel(CANCEL_REASON_CALLER)
+                raise
+            except McpError as exc:
+                if exc.error.code == _READ_TIMEOUT_CODE:
+                    record.note_cancel(CANCEL_REASON_TIMEOUT)
+                else:
+                    record.note_answer(error_answer(exc.error.code, exc.error.message))
+                raise
+            record.note_answer(Answer.result(is_tool_error(result)))
+            return result

@@ -1,0 +1,84 @@
+"""Hooks into the mcp 2.x sending side (a client's calls, and a server's own requests to its client).
+
+`send_raw_request` on either dispatcher returns the answer, raises the peer's error, raises
+REQUEST_TIMEOUT when the caller's timeout fired, or is cancelled with the caller. The SDK's own
+"MCP send" span steps aside for ours, which is current when the SDK injects `traceparent`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import anyio
+from mcp.shared.exceptions import MCPError
+from mcp_types import REQUEST_TIMEOUT
+from opentelemetry.trace import NonRecordingSpan, SpanKind
+
+from otel_mcp_cancel.attributes import bounded
+from otel_mcp_cancel.client_telemetry import ClientTelemetry
+from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT, JSONRPC_REQUEST_ID
+from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.hooks import Hook
+from otel_mcp_cancel.observations import arg, is_tool_error
+from otel_mcp_cancel.outcome import Answer, error_answer
+from otel_mcp_cancel.request_state import current_client_record
+
+
+class ClientHooksV2:
+    def __init__(self, telemetry: ClientTelemetry) -> None:
+        self._telemetry = telemetry
+        self.active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
+
+    def hooks(self) -> list[Hook]:
+        return [
+            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher.send_raw_request", self._send),
+            Hook("mcp.shared.direct_dispatcher", "DirectDispatcher.send_raw_request", self._send),
+            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._cancel_outbound", self._cancel_outbound),
+            Hook("mcp.shared.jsonrpc_dispatcher", "otel_span", self._sdk_span),
+        ]
+
+    async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        record = None
+        if self.active:
+            with contained("opening a client span"):
+                method, params = arg(args, kwargs, 0, "method"), arg(args, kwargs, 1, "params")
+                record = self._telemetry.open(method, params, None, None)
+        if record is None:
+            return await wrapped(*args, **kwargs)
+        with self._telemetry.serving(record):
+            try:
+                result = await wrapped(*args, **kwargs)
+            except anyio.get_cancelled_exc_class():
+                record.note_cancel(CANCEL_REASON_CALLER)
+                raise
+            except MCPError as exc:
+                if exc.error.code == REQUEST_TIMEOUT:
+                    record.note_cancel(CANCEL_REASON_TIMEOUT)  # our own deadline; the peer answered nothing
+                else:
+                    record.note_answer(error_answer(exc.error.code, exc.error.message))
+                raise
+            record.note_answer(Answer.result(is_tool_error(result)))
+            return result
+
+    async def _cancel_outbound(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """The SDK sends a courtesy cancel when the caller's timeout fires or the caller is cancelled."""
+        record = current_client_record.get()
+        if self.active and record is not None:
+            with contained("observing a courtesy cancel"):
+                reason = arg(args, kwargs, 1, "reason")
+                timed_out = isinstance(reason, str) and reason.startswith("timed out")
+                record.note_cancel(CANCEL_REASON_TIMEOUT if timed_out else CANCEL_REASON_CALLER)
+        return await wrapped(*args, **kwargs)
+
+    def _sdk_span(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """The SDK's client span: ours takes its place; the SDK still injects our (current) context."""
+        record = current_client_record.get()
+        if not self.active or record is None or kwargs.get("kind") is not SpanKind.CLIENT:
+            return wrapped(*args, **kwargs)
+        with contained("reading the SDK's client span"):
+            request_id = (kwargs.get("attributes") or {}).get(JSONRPC_REQUEST_ID)
+            if request_id is not None:
+                record.request_id = request_id
+                record.span.set_attribute(JSONRPC_REQUEST_ID, bounded(str(request_id)))
+        return contextlib.nullcontext(NonRecordingSpan(record.span.get_span_context()))

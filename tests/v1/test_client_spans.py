@@ -1,0 +1,85 @@
+"""mcp 1.x clients: one CLIENT span per request, `traceparent` injected so the server joins the trace."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import pytest
+from mcp import types
+from mcp.shared.exceptions import McpError
+from mcp.shared.memory import create_connected_server_and_client_session
+
+from tests.raw_peer import lowlevel_of
+from tests.servers import Gates, notes_server
+from tests.support import until
+
+pytestmark = pytest.mark.anyio
+
+
+def spans(captured, kind: str) -> list:
+    return [s for s in captured.spans.get_finished_spans() if s.kind.name == kind]
+
+
+def pair(captured, name: str) -> tuple[Any, Any]:
+    (client,) = [s for s in spans(captured, "CLIENT") if s.name == name]
+    (server,) = [s for s in spans(captured, "SERVER") if s.name == name]
+    return client, server
+
+
+async def test_ok_and_failed_agree_and_share_one_trace(captured) -> None:
+    async with create_connected_server_and_client_session(lowlevel_of(notes_server(Gates()))) as session:
+        await session.call_tool("echo", {"text": "a"})
+        await session.call_tool("broken", {"text": "b"})
+    for name, outcome in (("tools/call echo", "ok"), ("tools/call broken", "failed")):
+        client_span, server_span = pair(captured, name)
+        assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == outcome
+        assert server_span.context.trace_id == client_span.context.trace_id
+        assert server_span.parent.span_id == client_span.context.span_id
+    client_span, server_span = pair(captured, "tools/call echo")
+    assert client_span.attributes["jsonrpc.request.id"] == server_span.attributes["jsonrpc.request.id"]
+    points = [p for p in captured.points("mcp.client.operation.duration") if "tool.outcome" in p.attributes]
+    assert {(p.attributes["gen_ai.tool.name"], p.attributes["tool.outcome"]) for p in points} == {
+        ("echo", "ok"),
+        ("broken", "failed"),
+    }
+
+
+async def test_the_servers_cancel_acknowledgement_is_a_cancel_on_the_client_too(captured) -> None:
+    """A 1.x client never sends a cancel itself; when one is sent, 1.x servers answer with an acknowledgement."""
+    gates = Gates()
+    async with create_connected_server_and_client_session(lowlevel_of(notes_server(gates))) as session:
+        request_id = session._request_id  # the id the next call will use
+        async with anyio.create_task_group() as tg:
+
+            async def cancel_once_started() -> None:
+                await gates.started.wait()
+                cancel = types.CancelledNotification(
+                    method="notifications/cancelled",
+                    params=types.CancelledNotificationParams(requestId=request_id, reason="user pressed stop"),
+                )
+                await session.send_notification(types.ClientNotification(cancel))
+
+            tg.start_soon(cancel_once_started)
+            with pytest.raises(McpError, match="Request cancelled"):
+                await session.call_tool("slow", {"text": "x"})
+    client_span, server_span = pair(captured, "tools/call slow")
+    assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
+    assert client_span.status.status_code.name == "UNSET" and "error.type" not in client_span.attributes
+
+
+async def test_a_read_timeout_is_cancelled_on_the_client_and_unknown_to_the_server(captured) -> None:
+    """1.x clients send no cancel on timeout: the server finishes and answers; the answer is dropped."""
+    gates = Gates()
+    async with create_connected_server_and_client_session(lowlevel_of(notes_server(gates))) as session:
+        with pytest.raises(McpError):
+            await session.call_tool("slow", {"text": "x"}, read_timeout_seconds=timedelta(seconds=0.05))
+        gates.let_go()
+        await until(lambda: any(s.name == "tools/call slow" for s in spans(captured, "SERVER")))
+    client_span, server_span = pair(captured, "tools/call slow")
+    assert client_span.attributes["tool.outcome"] == "cancelled"
+    assert [(e.name, dict(e.attributes)) for e in client_span.events] == [
+        ("mcp.request.cancelled", {"mcp.cancel.reason": "timeout"})
+    ]
+    assert server_span.attributes["tool.outcome"] == "ok"
