@@ -35,6 +35,7 @@ def test_semconv_names_are_the_published_ones() -> None:
     assert conventions.OTHER == error_attributes.ErrorTypeValues.OTHER.value
     assert conventions.RPC_RESPONSE_STATUS_CODE == rpc_attributes.RPC_RESPONSE_STATUS_CODE
     assert conventions.SERVER_OPERATION_DURATION == mcp_metrics.MCP_SERVER_OPERATION_DURATION
+    assert conventions.CLIENT_OPERATION_DURATION == mcp_metrics.MCP_CLIENT_OPERATION_DURATION
 
 
 def test_every_emitted_name_and_value_is_documented() -> None:
@@ -46,6 +47,9 @@ def test_every_emitted_name_and_value_is_documented() -> None:
         *conventions.GHOST_RISKS,
         conventions.EVENT_GHOST_RETRIED,
         conventions.SERVER_GHOST_RETRIES,
+        conventions.CLIENT_OPERATION_DURATION,
+        conventions.CANCEL_REASON_TIMEOUT,
+        conventions.CANCEL_REASON_CALLER,
         environment_variables.OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
         conventions.MCP_CANCEL_REASON,
         conventions.EVENT_REQUEST_CANCELLED,
