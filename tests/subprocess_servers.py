@@ -15,9 +15,9 @@ from examples.otlp_sink import OtlpSink, exporter_environment
 GATED_SERVER = Path(__file__).resolve().parent / "gated_server.py"
 
 
-def instrumented_command(vault: Path, *transport: str) -> list[str]:
-    return [str(Path(sys.executable).with_name("opentelemetry-instrument")), sys.executable, str(GATED_SERVER),
-            str(vault), *transport]
+def instrumented_command(vault: Path, *transport: str, python: str = sys.executable) -> list[str]:
+    """The gated server under `opentelemetry-instrument`, run by `python` (this environment's, or another's)."""
+    return [str(Path(python).with_name("opentelemetry-instrument")), python, str(GATED_SERVER), str(vault), *transport]
 
 
 def free_port() -> int:
