@@ -326,3 +326,19 @@ async def test_traceparent_in_meta_parents_the_server_span(captured) -> None:
     assert format(span.parent.span_id, "016x") == parent
 
 
+
+
+async def test_a_cancel_notification_has_one_span_linked_to_the_request_it_cancels(captured) -> None:
+    gates = Gates()
+    async with raw_session(notes_server(gates)) as peer:
+        await peer.request(70, "tools/call", {"name": "slow", "arguments": {"text": "x"}})
+        await gates.started.wait()
+        await cancel_and_sync(peer, 70, "user pressed stop")
+        cancelled = await span_for(captured, "70")
+    (notification,) = [s for s in captured.spans.get_finished_spans() if s.name == "notifications/cancelled"]
+    assert notification.instrumentation_scope.name == SCOPE  # on 2.x the SDK's own span stepped aside
+    assert dict(notification.attributes) == {
+        "mcp.method.name": "notifications/cancelled",
+        "mcp.cancel.reason": "user pressed stop",
+    }
+    assert [link.context for link in notification.links] == [cancelled.context]

@@ -94,7 +94,8 @@ class LiveRequests:
         with self._lock:
             return self._records.get(id(key))
 
-    def note_cancel(self, key: object, reason: str | None) -> None:
+    def note_cancel(self, key: object, reason: str | None) -> RequestRecord | None:
+        """Note a cancel on the request's record, or keep it until the record opens. Returns the record."""
         now = time.time_ns()
         with self._lock:
             record = self._records.get(id(key))
@@ -102,8 +103,9 @@ class LiveRequests:
                 if id(key) not in self._early:
                     drop = functools.partial(self._drop_early, id(key))
                     self._early[id(key)] = (weakref.ref(key, drop), reason, now)
-                return
+                return None
         record.note_cancel(reason, now)
+        return record
 
     def _drop_early(self, key_id: int, _ref: object) -> None:
         with self._lock:

@@ -9,8 +9,9 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract
-from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.trace import Link, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import target_name
@@ -20,11 +21,14 @@ from otel_mcp_cancel.conventions import (
     EVENT_RESPONSE_WRITE_INTERRUPTED,
     GEN_AI_TOOL_NAME,
     GHOST_LOG_PREFIX,
+    MCP_CANCEL_REASON,
     MCP_METHOD_NAME,
+    NOTIFICATIONS_CANCELLED,
     TOOL_GHOST_RISK,
     TOOL_HANDLER_OUTCOME,
     TOOLS_CALL,
 )
+from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.ghosts import LEDGER
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import Verdict, ghost_risk
@@ -59,6 +63,23 @@ class ServerTelemetry(RequestTelemetry):
 
     def parent(self, params: Any) -> Context | None:
         return parent_context(params)
+
+    def cancel_received(self, params: Any, reason: str | None, cancelled: RequestRecord | None) -> None:
+        """One span for a `notifications/cancelled`, linked to the span of the request it cancels."""
+        if not is_instrumentation_enabled():
+            return
+        with contained("recording a cancel notification"):
+            attributes: dict[str, Any] = {MCP_METHOD_NAME: NOTIFICATIONS_CANCELLED}
+            if reason is not None:
+                attributes[MCP_CANCEL_REASON] = reason
+            links = [Link(cancelled.span.get_span_context())] if cancelled is not None else []
+            self._tracer.start_span(
+                NOTIFICATIONS_CANCELLED,
+                context=parent_context(params),
+                kind=SpanKind.SERVER,
+                attributes=attributes,
+                links=links,
+            ).end()
 
     def resolve(self, record: RequestRecord) -> None:
         tool = _tool(record)

@@ -182,9 +182,11 @@ class ServerHooksV1(FrameworkHooks):
         answering = _answering(instance)
         if self.active:
             with contained("observing a cancel notification"):
-                LIVE.note_cancel(instance, _reason_from_receive_loop())
-                if not answering and (record := LIVE.find(instance)) is not None:
-                    record.note_answer(Answer.cancel_ack())
+                reason = _reason_from_receive_loop()
+                cancelled = LIVE.note_cancel(instance, reason)
+                if not answering and cancelled is not None:
+                    cancelled.note_answer(Answer.cancel_ack())
+                self._telemetry.cancel_received(None, reason, cancelled)
         if answering and self.active and self._guard:
             return None  # a cancel after the answer changes nothing; letting it run would break the session
         return await wrapped(*args, **kwargs)

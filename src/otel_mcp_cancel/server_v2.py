@@ -127,11 +127,13 @@ class ServerHooksV2(FrameworkHooks):
         if self.active:
             with contained("observing a cancel notification"):
                 msg = arg(args, kwargs, 0, "msg")
-                if msg.method == NOTIFICATIONS_CANCELLED:
+                if msg.method == NOTIFICATIONS_CANCELLED and _is_server_handler(arg(args, kwargs, 2, "on_notify")):
                     request_id = cancelled_request_id_from_params(msg.params)
                     key = coerce_request_id(request_id) if request_id is not None else None
-                    if (in_flight := instance._in_flight.get(key)) is not None:
-                        LIVE.note_cancel(in_flight.dctx, cancel_reason(msg.params))
+                    reason = cancel_reason(msg.params)
+                    in_flight = instance._in_flight.get(key)
+                    cancelled = LIVE.note_cancel(in_flight.dctx, reason) if in_flight is not None else None
+                    self._telemetry.cancel_received(msg.params, reason, cancelled)
         return wrapped(*args, **kwargs)
 
     # -- in-process ----------------------------------------------------------
@@ -216,8 +218,9 @@ class ServerHooksV2(FrameworkHooks):
             record.span.set_attribute(JSONRPC_REQUEST_ID, bounded(str(dctx.request_id)))
 
     async def _sdk_middleware(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        if self.active and current_record.get() is not None:
-            ctx, call_next = arg(args, kwargs, 0, "ctx"), arg(args, kwargs, 1, "call_next")
+        """The SDK's span steps aside for requests we trace and for the cancels we record ourselves."""
+        ctx, call_next = arg(args, kwargs, 0, "ctx"), arg(args, kwargs, 1, "call_next")
+        if self.active and (current_record.get() is not None or ctx.method == NOTIFICATIONS_CANCELLED):
             return await call_next(ctx)
         return await wrapped(*args, **kwargs)
 
