@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from examples.otlp_sink import OtlpSink, exporter_environment
+from otel_mcp_cancel import client_transports
 from tests.subprocess_servers import instrumented_command
 from tests.support import MCP_MAJOR, cancel_when, until
 
@@ -95,3 +96,5 @@ async def test_a_client_and_a_server_of_different_lines_agree(captured, sink: Ot
     for name in ("tools/call echo", "tools/call broken", write):
         assert servers[name].trace_id == format(clients[name].context.trace_id, "032x")
         assert servers[name].parent_span_id == format(clients[name].context.span_id, "016x")
+        assert clients[name].attributes["network.transport"] == "pipe"
+    assert client_transports.open_count() == 0  # the transport closed: nothing of it is kept

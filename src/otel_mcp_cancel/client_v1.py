@@ -19,7 +19,7 @@ from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.observations import arg, is_tool_error
+from otel_mcp_cancel.observations import ClientHooks, arg, is_tool_error
 from otel_mcp_cancel.outcome import Answer, error_answer
 
 # 1.x reports its own read timeout as an HTTP-like 408, which no JSON-RPC peer sends.
@@ -39,13 +39,11 @@ def _inject_trace_context(request: Any) -> None:
             setattr(params.meta, key, value)
 
 
-class ClientHooksV1:
-    def __init__(self, telemetry: ClientTelemetry) -> None:
-        self._telemetry = telemetry
-        self.active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
+class ClientHooksV1(ClientHooks):
+    _telemetry: ClientTelemetry
 
     def hooks(self) -> list[Hook]:
-        return [Hook("mcp.shared.session", "BaseSession.send_request", self._send)]
+        return [*self.transport_hooks(), Hook("mcp.shared.session", "BaseSession.send_request", self._send)]
 
     async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = request = None
@@ -55,7 +53,7 @@ class ClientHooksV1:
                 params = request.params.model_dump(by_alias=True, mode="json", exclude_none=True) if getattr(
                     request, "params", None
                 ) is not None else None
-                record = self._telemetry.open(request.method, params, instance._request_id, None)
+                record = self.open(request.method, params, instance._request_id, instance._write_stream)
         if record is None:
             return await wrapped(*args, **kwargs)
         with self._telemetry.serving(record):

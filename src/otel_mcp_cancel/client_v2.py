@@ -20,18 +20,17 @@ from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT, JSONRPC_REQUEST_ID
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.observations import arg, is_tool_error
+from otel_mcp_cancel.observations import ClientHooks, arg, is_tool_error
 from otel_mcp_cancel.outcome import Answer, error_answer
 from otel_mcp_cancel.request_state import current_client_record
 
 
-class ClientHooksV2:
-    def __init__(self, telemetry: ClientTelemetry) -> None:
-        self._telemetry = telemetry
-        self.active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
+class ClientHooksV2(ClientHooks):
+    _telemetry: ClientTelemetry
 
     def hooks(self) -> list[Hook]:
         return [
+            *self.transport_hooks(),
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher.send_raw_request", self._send),
             Hook("mcp.shared.direct_dispatcher", "DirectDispatcher.send_raw_request", self._send),
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._cancel_outbound", self._cancel_outbound),
@@ -43,7 +42,7 @@ class ClientHooksV2:
         if self.active:
             with contained("opening a client span"):
                 method, params = arg(args, kwargs, 0, "method"), arg(args, kwargs, 1, "params")
-                record = self._telemetry.open(method, params, None, None)
+                record = self.open(method, params, None, getattr(instance, "_write_stream", None))
         if record is None:
             return await wrapped(*args, **kwargs)
         with self._telemetry.serving(record):

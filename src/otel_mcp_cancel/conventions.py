@@ -26,6 +26,8 @@ GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_PROMPT_NAME = "gen_ai.prompt.name"
 NETWORK_TRANSPORT = "network.transport"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
 RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
 

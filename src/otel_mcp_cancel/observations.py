@@ -8,8 +8,10 @@ from typing import Any
 
 import anyio
 
+from otel_mcp_cancel import client_transports
 from otel_mcp_cancel.attributes import bounded
-from otel_mcp_cancel.conventions import NETWORK_TRANSPORT_PIPE, NETWORK_TRANSPORT_TCP
+from otel_mcp_cancel.conventions import NETWORK_TRANSPORT, NETWORK_TRANSPORT_PIPE, NETWORK_TRANSPORT_TCP
+from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import Hook
 from otel_mcp_cancel.outcome import HandlerEnd
 from otel_mcp_cancel.request_state import RequestRecord, current_record
@@ -102,3 +104,31 @@ class FrameworkHooks:
         if self.active:
             stdio_transport.set(NETWORK_TRANSPORT_PIPE)
         return wrapped(*args, **kwargs)
+
+
+class ClientHooks:
+    """What the sending side's hooks of both lines share: where a session's stream leads, and its span."""
+
+    active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
+
+    def __init__(self, telemetry: Any) -> None:
+        self._telemetry = telemetry
+
+    def transport_hooks(self) -> list[Hook]:
+        return client_transports.transport_hooks(self._transport)
+
+    def _transport(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        context_manager = wrapped(*args, **kwargs)
+        if self.active:
+            with contained("reading a transport's destination"):
+                destination = client_transports.destination(wrapped.__name__, args, kwargs)
+                return client_transports.Remembered(context_manager, destination)
+        return context_manager
+
+    def open(self, method: str, params: Any, request_id: object, write_stream: object) -> RequestRecord | None:
+        """Start the CLIENT span of a request sent on `write_stream`, with its destination where known."""
+        destination = client_transports.of_stream(write_stream)
+        record = self._telemetry.open(method, params, request_id, destination.get(NETWORK_TRANSPORT))
+        if record is not None:
+            record.span.set_attributes({key: value for key, value in destination.items() if key != NETWORK_TRANSPORT})
+        return record

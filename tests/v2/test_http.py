@@ -25,7 +25,16 @@ def started(client: Client):
     return lambda: client.call_tool("wait_started", {})
 
 
-async def test_streamable_http_session(sink: OtlpSink, tmp_path: Path) -> None:
+def assert_client_span_joins_the_server_span(captured, sink: OtlpSink, name: str, port: int) -> None:
+    (client,) = [s for s in captured.spans.get_finished_spans() if s.kind.name == "CLIENT" and s.name == name]
+    (server,) = spans_named(sink, name)
+    assert client.attributes["network.transport"] == "tcp"
+    assert client.attributes["server.address"] == "127.0.0.1" and client.attributes["server.port"] == port
+    assert server.trace_id == format(client.context.trace_id, "032x")  # one trace over HTTP
+    assert server.parent_span_id == format(client.context.span_id, "016x")
+
+
+async def test_streamable_http_session(captured, sink: OtlpSink, tmp_path: Path) -> None:
     server = HttpServer(sink, tmp_path, "streamable-http")
     try:
         async with Client(f"http://127.0.0.1:{server.port}/mcp", mode="legacy") as client:
@@ -46,9 +55,10 @@ async def test_streamable_http_session(sink: OtlpSink, tmp_path: Path) -> None:
     assert ghost.attributes["tool.outcome"] == "cancelled"
     assert [name for name, _ in ghost.events] == ["mcp.request.cancelled", "mcp.ghost_response.suppressed"]
     assert {s.scope for s in sink.server_spans() if "jsonrpc.request.id" in s.attributes} == {SCOPE}
+    assert_client_span_joins_the_server_span(captured, sink, "tools/call echo", server.port)
 
 
-async def test_single_exchange_http(sink: OtlpSink, tmp_path: Path) -> None:
+async def test_single_exchange_http(captured, sink: OtlpSink, tmp_path: Path) -> None:
     """2026-07-28 HTTP: one POST per request; a client cancels by hanging up."""
     server = HttpServer(sink, tmp_path, "streamable-http")
     try:
@@ -68,6 +78,7 @@ async def test_single_exchange_http(sink: OtlpSink, tmp_path: Path) -> None:
     assert slow.attributes["tool.outcome"] == "cancelled"
     assert slow.events == [("mcp.request.cancelled", {})]
     assert {s.scope for s in sink.server_spans() if "jsonrpc.request.id" in s.attributes} == {SCOPE}
+    assert_client_span_joins_the_server_span(captured, sink, "tools/call echo", server.port)
 
 
 async def test_sse(sink: OtlpSink, tmp_path: Path) -> None:

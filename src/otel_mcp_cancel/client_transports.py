@@ -1,0 +1,99 @@
+"""Where a client's streams lead, so its spans can say `network.transport`, `server.address`, `server.port`.
+
+mcp's transport helpers (`stdio_client`, `streamable_http_client`, `sse_client`, ...) are wrapped wherever
+mcp binds them; the write stream each yields is remembered, with its destination, until the helper's
+context exits. A session sending on that stream looks its destination up.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from otel_mcp_cancel.conventions import (
+    NETWORK_TRANSPORT,
+    NETWORK_TRANSPORT_PIPE,
+    NETWORK_TRANSPORT_TCP,
+    SERVER_ADDRESS,
+    SERVER_PORT,
+)
+from otel_mcp_cancel.hooks import Hook
+
+_HELPERS = ("stdio_client", "streamable_http_client", "streamablehttp_client", "sse_client")
+# Modules that bind the helpers by name; which ones do varies between releases of both lines.
+_BINDINGS = (
+    "mcp",
+    "mcp.client.stdio",
+    "mcp.client.client",
+    "mcp.client.session_group",
+    "mcp.client.streamable_http",
+    "mcp.client.sse",
+)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+_open: dict[int, tuple[Any, dict[str, Any]]] = {}
+_lock = threading.Lock()
+
+
+def transport_hooks(wrapper: Callable[[Any, Any, Any, Any], Any]) -> list[Hook]:
+    hooks = []
+    for module_name in _BINDINGS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        hooks += [Hook(module_name, name, wrapper) for name in _HELPERS if hasattr(module, name)]
+    return hooks
+
+
+def destination(helper: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    if helper == "stdio_client":
+        return {NETWORK_TRANSPORT: NETWORK_TRANSPORT_PIPE}
+    url = args[0] if args else kwargs.get("url")
+    if not isinstance(url, str):
+        return {NETWORK_TRANSPORT: NETWORK_TRANSPORT_TCP}
+    parts = urlsplit(url)
+    attributes: dict[str, Any] = {NETWORK_TRANSPORT: NETWORK_TRANSPORT_TCP}
+    if parts.hostname:
+        attributes[SERVER_ADDRESS] = parts.hostname
+    port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+    if port is not None:
+        attributes[SERVER_PORT] = port
+    return attributes
+
+
+def of_stream(write_stream: object) -> dict[str, Any]:
+    """The destination of the transport that yielded this write stream, if a wrapped helper did."""
+    with _lock:
+        entry = _open.get(id(write_stream))
+    return entry[1] if entry is not None and entry[0] is write_stream else {}
+
+
+class Remembered:
+    """The helper's async context manager, remembering the streams it yields while they are open."""
+
+    def __init__(self, context_manager: Any, attributes: dict[str, Any]) -> None:
+        self._context_manager = context_manager
+        self._attributes = attributes
+        self._key: int | None = None
+
+    async def __aenter__(self) -> Any:
+        streams = await self._context_manager.__aenter__()
+        write_stream = streams[1]
+        with _lock:
+            self._key = id(write_stream)
+            _open[self._key] = (write_stream, self._attributes)
+        return streams
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        with _lock:
+            _open.pop(self._key, None)
+        return await self._context_manager.__aexit__(*exc_info)
+
+
+def open_count() -> int:
+    with _lock:
+        return len(_open)
