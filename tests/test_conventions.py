@@ -62,6 +62,7 @@ def test_every_emitted_name_and_value_is_documented() -> None:
         conventions.OTHER,
         environment_variables.OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS,
         environment_variables.OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
+        environment_variables.OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL,
     ]
     assert [name for name in emitted if f"`{name}`" not in README] == []
     # Prometheus' normalisation of our names, as dashboards will query them.

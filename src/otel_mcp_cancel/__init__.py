@@ -25,6 +25,7 @@ from opentelemetry.trace import get_tracer
 
 from otel_mcp_cancel.environment_variables import (
     OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS,
+    OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL,
     OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
     OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
 )
@@ -86,7 +87,11 @@ def _hooks_for_installed_mcp() -> tuple[Callable[[Any], Any], Callable[[Any], An
         from otel_mcp_cancel.server_v1 import ServerHooksV1
 
         guard = _choice(OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD, ("on", "off")) == "on"
-        return (lambda telemetry: ServerHooksV1(telemetry, guard=guard)), ClientHooksV1
+        courtesy_cancel = _choice(OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL, ("off", "on")) == "on"
+        return (
+            lambda telemetry: ServerHooksV1(telemetry, guard=guard),
+            lambda telemetry: ClientHooksV1(telemetry, courtesy_cancel=courtesy_cancel),
+        )
     from otel_mcp_cancel.client_v2 import ClientHooksV2
     from otel_mcp_cancel.server_v2 import ServerHooksV2
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from mcp import types
+from mcp import ClientSession, types
 from mcp.shared.exceptions import McpError
 from opentelemetry.propagate import inject
 
@@ -24,6 +24,7 @@ from otel_mcp_cancel.outcome import Answer, error_answer
 
 # 1.x reports its own read timeout as an HTTP-like 408, which no JSON-RPC peer sends.
 _READ_TIMEOUT_CODE = 408
+_COURTESY_CANCEL_SECONDS = 5
 
 
 def _inject_trace_context(request: Any) -> None:
@@ -39,8 +40,21 @@ def _inject_trace_context(request: Any) -> None:
             setattr(params.meta, key, value)
 
 
+async def _courtesy_cancel(session: Any, request_id: object, reason: str) -> None:
+    """Tell the server what 2.x clients tell it: shielded (the caller may be cancelled) and bounded."""
+    with anyio.move_on_after(_COURTESY_CANCEL_SECONDS, shield=True):
+        with contained("sending a courtesy cancel"):
+            params = types.CancelledNotificationParams(requestId=request_id, reason=reason)
+            cancel = types.CancelledNotification(method="notifications/cancelled", params=params)
+            await session.send_notification(types.ClientNotification(cancel))
+
+
 class ClientHooksV1(ClientHooks):
     _telemetry: ClientTelemetry
+
+    def __init__(self, telemetry: ClientTelemetry, *, courtesy_cancel: bool) -> None:
+        super().__init__(telemetry)
+        self._courtesy_cancel = courtesy_cancel
 
     def hooks(self) -> list[Hook]:
         return [*self.transport_hooks(), Hook("mcp.shared.session", "BaseSession.send_request", self._send)]
@@ -63,10 +77,14 @@ class ClientHooksV1(ClientHooks):
                 result = await wrapped(*args, **kwargs)
             except anyio.get_cancelled_exc_class():
                 record.note_cancel(CANCEL_REASON_CALLER)
+                if self._courtesy_cancel and isinstance(instance, ClientSession):
+                    await _courtesy_cancel(instance, record.request_id, "caller cancelled")
                 raise
             except McpError as exc:
                 if exc.error.code == _READ_TIMEOUT_CODE:
                     record.note_cancel(CANCEL_REASON_TIMEOUT)
+                    if self._courtesy_cancel and isinstance(instance, ClientSession):
+                        await _courtesy_cancel(instance, record.request_id, "timed out")
                 else:
                     record.note_answer(error_answer(exc.error.code, exc.error.message))
                 raise

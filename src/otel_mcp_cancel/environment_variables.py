@@ -13,3 +13,9 @@ recorded, then the SDK behaves as it always did. Read when `instrument()` runs."
 OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS = "OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS"
 """How long after a ghost a call with the same session, tool and arguments counts as its retry.
 Default 300 seconds. Read when `instrument()` runs."""
+
+OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL = "OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL"
+"""mcp 1.x clients only. `off` (default) or `on`: on a read timeout or a cancelled caller, send
+`notifications/cancelled` as 2.x clients do, so the server stops the work and both ends say cancelled.
+Off by default because it changes what goes on the wire, and an uninstrumented 1.x server whose handler
+finishes after a cancel ends its session (SDK issue #2416)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -10,7 +11,11 @@ import pytest
 from mcp import types
 from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from otel_mcp_cancel import McpCancelInstrumentor
+from tests.conftest import SPANS, TRACER_PROVIDER, Captured
 from tests.raw_peer import lowlevel_of
 from tests.servers import Gates, notes_server
 from tests.support import until
@@ -83,3 +88,28 @@ async def test_a_read_timeout_is_cancelled_on_the_client_and_unknown_to_the_serv
         ("mcp.request.cancelled", {"mcp.cancel.reason": "timeout"})
     ]
     assert server_span.attributes["tool.outcome"] == "ok"
+
+
+@pytest.fixture
+def courtesy_cancel(monkeypatch) -> Iterator[Captured]:
+    monkeypatch.setenv("OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL", "on")
+    SPANS.clear()
+    reader = InMemoryMetricReader()
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider(metric_readers=[reader]))
+    yield Captured(SPANS, reader)
+    instrumentor.uninstrument()
+
+
+async def test_with_courtesy_cancels_a_timeout_is_cancelled_on_both_sides(courtesy_cancel) -> None:
+    gates = Gates()
+    async with create_connected_server_and_client_session(lowlevel_of(notes_server(gates))) as session:
+        with pytest.raises(McpError):
+            await session.call_tool("slow", {"text": "x"}, read_timeout_seconds=timedelta(seconds=0.05))
+        await session.send_ping()  # the server has read the courtesy cancel
+        await until(lambda: any(s.name == "tools/call slow" for s in spans(courtesy_cancel, "SERVER")))
+    client_span, server_span = pair(courtesy_cancel, "tools/call slow")
+    assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
+    assert [(e.name, dict(e.attributes)) for e in server_span.events] == [
+        ("mcp.request.cancelled", {"mcp.cancel.reason": "timed out"})
+    ]
