@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -41,6 +42,15 @@ class Captured:
     def server_spans(self) -> list[ReadableSpan]:
         return [span for span in self.spans.get_finished_spans() if span.kind is SpanKind.SERVER]
 
+    def of_kind(self, kind: SpanKind) -> list[ReadableSpan]:
+        return [span for span in self.spans.get_finished_spans() if span.kind is kind]
+
+    def client_and_server(self, name: str) -> tuple[ReadableSpan, ReadableSpan]:
+        """The CLIENT span and the SERVER span of one request, by span name."""
+        (client,) = [span for span in self.of_kind(SpanKind.CLIENT) if span.name == name]
+        (server,) = [span for span in self.of_kind(SpanKind.SERVER) if span.name == name]
+        return client, server
+
     def server_span(self, method: str) -> ReadableSpan:
         matching = [span for span in self.server_spans() if span.attributes.get("mcp.method.name") == method]
         assert len(matching) == 1, [span.name for span in self.server_spans()]
@@ -57,8 +67,11 @@ class Captured:
         return found
 
 
-@pytest.fixture
-def captured() -> Iterator[Captured]:
+@contextmanager
+def instrumented(monkeypatch: pytest.MonkeyPatch, **environment: str) -> Iterator[Captured]:
+    """Instrumented with the given environment variables set, recording into fresh in-memory exporters."""
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
     SPANS.clear()
     reader = InMemoryMetricReader()
     instrumentor = McpCancelInstrumentor()
@@ -68,6 +81,12 @@ def captured() -> Iterator[Captured]:
     finally:
         instrumentor.uninstrument()
         SPANS.clear()
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[Captured]:
+    with instrumented(monkeypatch) as telemetry:
+        yield telemetry
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 
 from otel_mcp_cancel import McpCancelInstrumentor, _hooks_for_installed_mcp, hooks, outcome
 from otel_mcp_cancel.package import _instruments
-from tests.conftest import SPANS, TRACER_PROVIDER
+from tests.conftest import SPANS, TRACER_PROVIDER, instrumented
 from tests.raw_peer import raw_session
 from tests.servers import Gates, notes_server
 from tests.support import MCP_MAJOR, only_v2
@@ -130,21 +130,15 @@ async def test_suppress_instrumentation_is_honoured(captured) -> None:
 
 @pytest.mark.anyio
 async def test_cancelled_spans_can_be_marked_error(monkeypatch) -> None:
-    monkeypatch.setenv("OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS", "error")
-    instrumentor = McpCancelInstrumentor()
-    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider())
-    SPANS.clear()
     gates = Gates()
-    try:
+    with instrumented(monkeypatch, OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS="error"):
         async with raw_session(notes_server(gates)) as peer:
             await peer.request(1, "tools/call", {"name": "slow", "arguments": {"text": "x"}})
             await gates.started.wait()
             await peer.cancel(1, "stop")
             await peer.barrier("b")
             await peer.call(2, "tools/call", {"name": "echo", "arguments": {"text": "x"}})
-    finally:
-        instrumentor.uninstrument()
-    spans = {s.attributes["jsonrpc.request.id"]: s for s in request_spans(SCOPE)}
+        spans = {s.attributes["jsonrpc.request.id"]: s for s in request_spans(SCOPE)}
     assert spans["1"].attributes["tool.outcome"] == "cancelled"
     assert spans["1"].status.status_code is StatusCode.ERROR
     assert "error.type" not in spans["1"].attributes

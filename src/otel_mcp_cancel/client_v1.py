@@ -19,7 +19,7 @@ from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.observations import ClientHooks, arg, is_tool_error
+from otel_mcp_cancel.observations import ClientHooks, arg, is_tool_error, wire_params
 from otel_mcp_cancel.outcome import Answer, error_answer
 
 # 1.x reports its own read timeout as an HTTP-like 408, which no JSON-RPC peer sends.
@@ -64,10 +64,7 @@ class ClientHooksV1(ClientHooks):
         if self.active:
             with contained("opening a client span"):
                 request = arg(args, kwargs, 0, "request").root
-                params = request.params.model_dump(by_alias=True, mode="json", exclude_none=True) if getattr(
-                    request, "params", None
-                ) is not None else None
-                record = self.open(request.method, params, instance._request_id, instance._write_stream)
+                record = self.open(request.method, wire_params(request), instance._request_id, instance._write_stream)
         if record is None:
             return await wrapped(*args, **kwargs)
         with self._telemetry.serving(record):

@@ -29,6 +29,12 @@ def network_transport(message_metadata: object) -> str | None:
     return stdio_transport.get()
 
 
+def wire_params(request: Any) -> dict[str, Any] | None:
+    """A 1.x request model's params as they go on the wire (with `_meta`), or None."""
+    params = getattr(request, "params", None)
+    return None if params is None else params.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
 def camel_case(model: Any) -> dict[str, Any] | None:
     """A pydantic model (tool annotations) as its wire mapping, or None."""
     return None if model is None else model.model_dump(by_alias=True, exclude_none=True)

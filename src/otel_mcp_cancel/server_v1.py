@@ -35,17 +35,13 @@ from otel_mcp_cancel.observations import (
     cancel_reason,
     is_tool_error,
     network_transport,
+    wire_params,
 )
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.fastmcp.server", "mcp")
-
-
-def _params(request: Any) -> dict[str, Any] | None:
-    params = getattr(request, "params", None)
-    return None if params is None else params.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def _negotiated_version(session: Any) -> str | None:
@@ -117,7 +113,7 @@ class ServerHooksV1(FrameworkHooks):
     def _open(self, responder: Any, server: Any, session: Any) -> RequestRecord | None:
         request = responder.request.root
         transport = network_transport(responder.message_metadata)
-        record = self._telemetry.open(request.method, _params(request), responder.request_id, transport)
+        record = self._telemetry.open(request.method, wire_params(request), responder.request_id, transport)
         if record is not None:
             record.server, record.session = server, session
             record.protocol_version = _negotiated_version(session)

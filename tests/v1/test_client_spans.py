@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import anyio
 import pytest
 from mcp import types
 from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.trace import SpanKind
 
-from otel_mcp_cancel import McpCancelInstrumentor
-from tests.conftest import SPANS, TRACER_PROVIDER, Captured
+from tests.conftest import Captured, instrumented
 from tests.raw_peer import lowlevel_of
 from tests.servers import Gates, notes_server
 from tests.support import until
@@ -23,26 +20,16 @@ from tests.support import until
 pytestmark = pytest.mark.anyio
 
 
-def spans(captured, kind: str) -> list:
-    return [s for s in captured.spans.get_finished_spans() if s.kind.name == kind]
-
-
-def pair(captured, name: str) -> tuple[Any, Any]:
-    (client,) = [s for s in spans(captured, "CLIENT") if s.name == name]
-    (server,) = [s for s in spans(captured, "SERVER") if s.name == name]
-    return client, server
-
-
 async def test_ok_and_failed_agree_and_share_one_trace(captured) -> None:
     async with create_connected_server_and_client_session(lowlevel_of(notes_server(Gates()))) as session:
         await session.call_tool("echo", {"text": "a"})
         await session.call_tool("broken", {"text": "b"})
     for name, outcome in (("tools/call echo", "ok"), ("tools/call broken", "failed")):
-        client_span, server_span = pair(captured, name)
+        client_span, server_span = captured.client_and_server(name)
         assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == outcome
         assert server_span.context.trace_id == client_span.context.trace_id
         assert server_span.parent.span_id == client_span.context.span_id
-    client_span, server_span = pair(captured, "tools/call echo")
+    client_span, server_span = captured.client_and_server("tools/call echo")
     assert client_span.attributes["jsonrpc.request.id"] == server_span.attributes["jsonrpc.request.id"]
     points = [p for p in captured.points("mcp.client.operation.duration") if "tool.outcome" in p.attributes]
     assert {(p.attributes["gen_ai.tool.name"], p.attributes["tool.outcome"]) for p in points} == {
@@ -69,7 +56,7 @@ async def test_the_servers_cancel_acknowledgement_is_a_cancel_on_the_client_too(
             tg.start_soon(cancel_once_started)
             with pytest.raises(McpError, match="Request cancelled"):
                 await session.call_tool("slow", {"text": "x"})
-    client_span, server_span = pair(captured, "tools/call slow")
+    client_span, server_span = captured.client_and_server("tools/call slow")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
     assert client_span.status.status_code.name == "UNSET" and "error.type" not in client_span.attributes
 
@@ -81,8 +68,8 @@ async def test_a_read_timeout_is_cancelled_on_the_client_and_unknown_to_the_serv
         with pytest.raises(McpError):
             await session.call_tool("slow", {"text": "x"}, read_timeout_seconds=timedelta(seconds=0.05))
         gates.let_go()
-        await until(lambda: any(s.name == "tools/call slow" for s in spans(captured, "SERVER")))
-    client_span, server_span = pair(captured, "tools/call slow")
+        await until(lambda: any(s.name == "tools/call slow" for s in captured.of_kind(SpanKind.SERVER)))
+    client_span, server_span = captured.client_and_server("tools/call slow")
     assert client_span.attributes["tool.outcome"] == "cancelled"
     assert [(e.name, dict(e.attributes)) for e in client_span.events] == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "timeout"})
@@ -92,13 +79,8 @@ async def test_a_read_timeout_is_cancelled_on_the_client_and_unknown_to_the_serv
 
 @pytest.fixture
 def courtesy_cancel(monkeypatch) -> Iterator[Captured]:
-    monkeypatch.setenv("OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL", "on")
-    SPANS.clear()
-    reader = InMemoryMetricReader()
-    instrumentor = McpCancelInstrumentor()
-    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider(metric_readers=[reader]))
-    yield Captured(SPANS, reader)
-    instrumentor.uninstrument()
+    with instrumented(monkeypatch, OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL="on") as telemetry:
+        yield telemetry
 
 
 async def test_with_courtesy_cancels_a_timeout_is_cancelled_on_both_sides(courtesy_cancel) -> None:
@@ -107,8 +89,8 @@ async def test_with_courtesy_cancels_a_timeout_is_cancelled_on_both_sides(courte
         with pytest.raises(McpError):
             await session.call_tool("slow", {"text": "x"}, read_timeout_seconds=timedelta(seconds=0.05))
         await session.send_ping()  # the server has read the courtesy cancel
-        await until(lambda: any(s.name == "tools/call slow" for s in spans(courtesy_cancel, "SERVER")))
-    client_span, server_span = pair(courtesy_cancel, "tools/call slow")
+        await until(lambda: any(s.name == "tools/call slow" for s in courtesy_cancel.of_kind(SpanKind.SERVER)))
+    client_span, server_span = courtesy_cancel.client_and_server("tools/call slow")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
     assert [(e.name, dict(e.attributes)) for e in server_span.events] == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "timed out"})

@@ -7,11 +7,8 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from otel_mcp_cancel import McpCancelInstrumentor
-from tests.conftest import SPANS, TRACER_PROVIDER, Captured
+from tests.conftest import Captured, instrumented
 from tests.raw_peer import RawPeer, is_error, is_result, raw_session
 from tests.servers import Gates, notes_server
 from tests.support import until
@@ -21,13 +18,8 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def guard_off(monkeypatch) -> Iterator[Captured]:
-    monkeypatch.setenv("OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD", "off")
-    SPANS.clear()
-    reader = InMemoryMetricReader()
-    instrumentor = McpCancelInstrumentor()
-    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider(metric_readers=[reader]))
-    yield Captured(SPANS, reader)
-    instrumentor.uninstrument()
+    with instrumented(monkeypatch, OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD="off") as telemetry:
+        yield telemetry
 
 
 async def ghost(peer: RawPeer, gates: Gates) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from opentelemetry.trace import SpanKind
 
 from tests.raw_peer import lowlevel_of
 from tests.servers import Gates, notes_server, raising_lowlevel_server
@@ -14,17 +15,6 @@ from tests.support import cancel_when, until
 pytestmark = pytest.mark.anyio
 
 SCOPE = "otel_mcp_cancel"
-
-
-def spans(captured, kind: str) -> list:
-    return [s for s in captured.spans.get_finished_spans() if s.kind.name == kind]
-
-
-def pair(captured, name: str) -> tuple[Any, Any]:
-    """The client span and the server span of one tools/call, by span name."""
-    (client,) = [s for s in spans(captured, "CLIENT") if s.name == name]
-    (server,) = [s for s in spans(captured, "SERVER") if s.name == name]
-    return client, server
 
 
 def events(span) -> list[tuple[str, dict[str, Any]]]:
@@ -36,12 +26,12 @@ async def test_ok_and_failed_agree_and_share_one_trace(captured) -> None:
         await client.call_tool("echo", {"text": "a"})
         await client.call_tool("broken", {"text": "b"})
     for name, outcome in (("tools/call echo", "ok"), ("tools/call broken", "failed")):
-        client_span, server_span = pair(captured, name)
+        client_span, server_span = captured.client_and_server(name)
         assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == outcome
         assert client_span.instrumentation_scope.name == SCOPE
         assert server_span.context.trace_id == client_span.context.trace_id
         assert server_span.parent.span_id == client_span.context.span_id
-    client_span, _ = pair(captured, "tools/call echo")
+    client_span, _ = captured.client_and_server("tools/call echo")
     assert dict(client_span.attributes) == {
         "mcp.method.name": "tools/call",
         "gen_ai.operation.name": "execute_tool",
@@ -49,10 +39,10 @@ async def test_ok_and_failed_agree_and_share_one_trace(captured) -> None:
         "jsonrpc.request.id": client_span.attributes["jsonrpc.request.id"],
         "tool.outcome": "ok",
     }
-    broken, _ = pair(captured, "tools/call broken")
+    broken, _ = captured.client_and_server("tools/call broken")
     assert broken.attributes["error.type"] == "tool_error" and broken.status.status_code.name == "ERROR"
     # One CLIENT span per request: the SDK's own "MCP send" span stepped aside.
-    client_spans = spans(captured, "CLIENT")
+    client_spans = captured.of_kind(SpanKind.CLIENT)
     assert {s.instrumentation_scope.name for s in client_spans} == {SCOPE}
     assert not any(s.name.startswith("MCP send") for s in client_spans)
     points = [p for p in captured.points("mcp.client.operation.duration") if "tool.outcome" in p.attributes]
@@ -66,7 +56,8 @@ async def test_a_jsonrpc_error_is_an_error_on_the_client_whatever_its_code(captu
     async with Client(lowlevel_of(raising_lowlevel_server()), mode="legacy") as client:
         with pytest.raises(Exception):
             await client.call_tool("anything", {})
-    (client_span,) = [s for s in spans(captured, "CLIENT") if s.attributes.get("mcp.method.name") == "tools/call"]
+    calls = [s for s in captured.of_kind(SpanKind.CLIENT) if s.attributes.get("mcp.method.name") == "tools/call"]
+    (client_span,) = calls
     assert client_span.attributes["tool.outcome"] == "failed"
     assert client_span.attributes["error.type"] == client_span.attributes["rpc.response.status_code"] == "0"
     assert client_span.status.status_code.name == "ERROR"
@@ -78,8 +69,8 @@ async def test_a_caller_cancel_and_its_ghost_agree(captured) -> None:
         await cancel_when(gates.started.wait, lambda: client.call_tool("shielded_write", {"path": "x.md"}))
         await client.send_ping()
         gates.let_go()
-        await until(lambda: any(s.name == "tools/call shielded_write" for s in spans(captured, "SERVER")))
-    client_span, server_span = pair(captured, "tools/call shielded_write")
+        await until(lambda: any(s.name == "tools/call shielded_write" for s in captured.of_kind(SpanKind.SERVER)))
+    client_span, server_span = captured.client_and_server("tools/call shielded_write")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
     assert events(client_span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "caller"})]
     assert [e.name for e in server_span.events] == ["mcp.request.cancelled", "mcp.ghost_response.suppressed"]
@@ -91,8 +82,8 @@ async def test_a_timeout_is_cancelled_on_both_sides(captured) -> None:
     async with Client(notes_server(gates), mode="legacy", read_timeout_seconds=0.05) as client:
         with pytest.raises(Exception, match="[Tt]imed out"):
             await client.call_tool("slow", {"text": "x"})
-        await until(lambda: any(s.name == "tools/call slow" for s in spans(captured, "SERVER")))
-    client_span, server_span = pair(captured, "tools/call slow")
+        await until(lambda: any(s.name == "tools/call slow" for s in captured.of_kind(SpanKind.SERVER)))
+    client_span, server_span = captured.client_and_server("tools/call slow")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
     assert events(client_span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "timeout"})]
 
@@ -102,8 +93,8 @@ async def test_in_process_calls_agree_and_share_one_trace(captured) -> None:
     async with Client(notes_server(gates)) as client:
         await client.call_tool("echo", {"text": "a"})
         await cancel_when(gates.started.wait, lambda: client.call_tool("slow", {"text": "x"}))
-    client_span, server_span = pair(captured, "tools/call echo")
+    client_span, server_span = captured.client_and_server("tools/call echo")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "ok"
     assert server_span.parent.span_id == client_span.context.span_id
-    client_span, server_span = pair(captured, "tools/call slow")
+    client_span, server_span = captured.client_and_server("tools/call slow")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
