@@ -63,6 +63,9 @@ def test_every_emitted_name_and_value_is_documented() -> None:
         environment_variables.OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS,
         environment_variables.OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
         environment_variables.OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL,
+        environment_variables.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
+        conventions.GEN_AI_TOOL_CALL_ARGUMENTS,
+        conventions.GEN_AI_TOOL_CALL_RESULT,
     ]
     assert [name for name in emitted if f"`{name}`" not in README] == []
     # Prometheus' normalisation of our names, as dashboards will query them.

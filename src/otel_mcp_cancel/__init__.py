@@ -24,6 +24,7 @@ from opentelemetry.semconv.schemas import Schemas
 from opentelemetry.trace import get_tracer
 
 from otel_mcp_cancel.environment_variables import (
+    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
     OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS,
     OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL,
     OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
@@ -65,9 +66,10 @@ class McpCancelInstrumentor(BaseInstrumentor):
         instruments = create_instruments(meter)
         cancelled_is_error = _cancelled_is_error()
         retries = GhostRetries(_retry_window())
+        flags = {"cancelled_is_error": cancelled_is_error, "capture_content": _capture_content()}
         self._hook_sets = [
-            server_hooks(ServerTelemetry(tracer, instruments, retries, cancelled_is_error=cancelled_is_error)),
-            client_hooks(ClientTelemetry(tracer, instruments, cancelled_is_error=cancelled_is_error)),
+            server_hooks(ServerTelemetry(tracer, instruments, retries, **flags)),
+            client_hooks(ClientTelemetry(tracer, instruments, **flags)),
         ]
         self._applied = hooks.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])
 
@@ -96,6 +98,11 @@ def _hooks_for_installed_mcp() -> tuple[Callable[[Any], Any], Callable[[Any], An
     from otel_mcp_cancel.server_v2 import ServerHooksV2
 
     return ServerHooksV2, ClientHooksV2
+
+
+def _capture_content() -> bool:
+    """The GenAI instrumentations' shared opt-in; anything but true keeps tool content out."""
+    return os.environ.get(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, "").strip().lower() == "true"
 
 
 def _cancelled_is_error() -> bool:

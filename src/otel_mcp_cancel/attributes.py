@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +14,7 @@ from otel_mcp_cancel.conventions import (
     GEN_AI_TOOL_NAME,
     JSONRPC_REQUEST_ID,
     MAX_ATTRIBUTE_LENGTH,
+    MAX_CONTENT_LENGTH,
     MCP_METHOD_NAME,
     MCP_PROTOCOL_VERSION,
     MCP_RESOURCE_URI,
@@ -130,3 +132,10 @@ def metric_attributes(
     if network_transport is not None:
         attributes[NETWORK_TRANSPORT] = network_transport
     return attributes
+
+
+def captured_content(value: Any) -> str:
+    """A tool's arguments or result (a mapping, or a pydantic model) as JSON, cut to MAX_CONTENT_LENGTH."""
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return json.dumps(value, default=repr, ensure_ascii=False)[:MAX_CONTENT_LENGTH]

@@ -13,9 +13,15 @@ class ClientTelemetry(RequestTelemetry):
     kind = SpanKind.CLIENT
     role = "client"
 
-    def __init__(self, tracer: Tracer, instruments: Instruments, *, cancelled_is_error: bool) -> None:
+    def __init__(
+        self, tracer: Tracer, instruments: Instruments, *, cancelled_is_error: bool, capture_content: bool
+    ) -> None:
         super().__init__(
-            tracer, instruments.client_operation_duration, current_client_record, cancelled_is_error=cancelled_is_error
+            tracer,
+            instruments.client_operation_duration,
+            current_client_record,
+            cancelled_is_error=cancelled_is_error,
+            capture_content=capture_content,
         )
 
     def resolve(self, record: RequestRecord) -> None:

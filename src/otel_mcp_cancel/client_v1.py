@@ -19,8 +19,8 @@ from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.observations import ClientHooks, arg, is_tool_error, wire_params
-from otel_mcp_cancel.outcome import Answer, error_answer
+from otel_mcp_cancel.observations import ClientHooks, arg, note_result, wire_params
+from otel_mcp_cancel.outcome import error_answer
 
 # 1.x reports its own read timeout as an HTTP-like 408, which no JSON-RPC peer sends.
 _READ_TIMEOUT_CODE = 408
@@ -85,5 +85,5 @@ class ClientHooksV1(ClientHooks):
                 else:
                     record.note_answer(error_answer(exc.error.code, exc.error.message))
                 raise
-            record.note_answer(Answer.result(is_tool_error(result)))
+            note_result(record, result)
             return result

@@ -20,8 +20,8 @@ from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT, JSONRPC_REQUEST_ID
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.observations import ClientHooks, arg, is_tool_error
-from otel_mcp_cancel.outcome import Answer, error_answer
+from otel_mcp_cancel.observations import ClientHooks, arg, note_result
+from otel_mcp_cancel.outcome import error_answer
 from otel_mcp_cancel.request_state import current_client_record
 
 
@@ -57,7 +57,7 @@ class ClientHooksV2(ClientHooks):
                 else:
                     record.note_answer(error_answer(exc.error.code, exc.error.message))
                 raise
-            record.note_answer(Answer.result(is_tool_error(result)))
+            note_result(record, result)
             return result
 
     async def _cancel_outbound(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -25,6 +25,9 @@ JSONRPC_REQUEST_ID = "jsonrpc.request.id"
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
 GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_PROMPT_NAME = "gen_ai.prompt.name"
+# Opt-in only (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT): what a tool was given and gave back.
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 NETWORK_TRANSPORT = "network.transport"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
@@ -76,3 +79,5 @@ CALLER_FAULT_CODES = frozenset({-32700, -32600, -32601, -32602, -32002})
 
 # Peer-supplied strings (reasons, names, URIs) are cut to this many characters.
 MAX_ATTRIBUTE_LENGTH = 256
+# Captured tool arguments and results (opt-in) are cut to this many characters.
+MAX_CONTENT_LENGTH = 4096

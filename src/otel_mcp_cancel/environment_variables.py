@@ -19,3 +19,8 @@ OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL = "OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL
 `notifications/cancelled` as 2.x clients do, so the server stops the work and both ends say cancelled.
 Off by default because it changes what goes on the wire, and an uninstrumented 1.x server whose handler
 finishes after a cancel ends its session (SDK issue #2416)."""
+
+OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The GenAI instrumentations' shared opt-in. `true`: tools/call spans (server and client) carry
+`gen_ai.tool.call.arguments` and `gen_ai.tool.call.result` as JSON, cut to 4096 characters. Anything
+else (the default): tool arguments and results are never recorded. Read when `instrument()` runs."""

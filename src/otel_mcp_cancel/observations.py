@@ -13,7 +13,7 @@ from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.conventions import NETWORK_TRANSPORT, NETWORK_TRANSPORT_PIPE, NETWORK_TRANSPORT_TCP
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.outcome import HandlerEnd
+from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 
 # Set in the serving task's context when it calls `stdio_server`; handler tasks inherit it.
@@ -50,6 +50,13 @@ def is_tool_error(result: object) -> bool:
         return result.get("isError") is True
     result = getattr(result, "root", result)
     return getattr(result, "is_error", None) is True or getattr(result, "isError", None) is True
+
+
+def note_result(record: RequestRecord, result: object) -> None:
+    """The answer is a result: note it (the first answer wins) and keep it for opt-in content capture."""
+    if record.answer is None:
+        record.result = result
+    record.note_answer(Answer.result(is_tool_error(result)))
 
 
 def cancel_reason(params: object) -> str | None:

@@ -33,6 +33,7 @@ class RequestRecord:
     handler_claimed: bool = False  # an inner hook is reporting how the handler ended
     handler: HandlerEnd | None = None
     answer: Answer | None = None
+    result: Any = None  # the answer's result as the hook saw it; recorded only if content capture is on
     cancelled: bool = False
     cancel_reason: str | None = None
     cancel_time_ns: int | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,9 +19,18 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
-from otel_mcp_cancel.attributes import metric_attributes, request_attributes, span_name, target_name, verdict_attributes
+from otel_mcp_cancel.attributes import (
+    captured_content,
+    metric_attributes,
+    request_attributes,
+    span_name,
+    target_name,
+    verdict_attributes,
+)
 from otel_mcp_cancel.conventions import (
     EVENT_REQUEST_CANCELLED,
+    GEN_AI_TOOL_CALL_ARGUMENTS,
+    GEN_AI_TOOL_CALL_RESULT,
     MCP_CANCEL_REASON,
     MCP_PROTOCOL_VERSION,
     OUTCOME_CANCELLED,
@@ -43,11 +52,13 @@ class RequestTelemetry:
         current: contextvars.ContextVar[RequestRecord | None],
         *,
         cancelled_is_error: bool,
+        capture_content: bool,
     ) -> None:
         self._tracer = tracer
         self._duration = duration
         self._current = current
         self._cancelled_is_error = cancelled_is_error
+        self._capture_content = capture_content
 
     def parent(self, params: Any) -> Context | None:
         """The context to parent the span on; None: the ambient one."""
@@ -119,6 +130,12 @@ class RequestTelemetry:
         if verdict.outcome == OUTCOME_CANCELLED:
             reason = {MCP_CANCEL_REASON: record.cancel_reason} if record.cancel_reason is not None else {}
             span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)
+        if self._capture_content and record.method == TOOLS_CALL:
+            arguments = record.params.get("arguments") if isinstance(record.params, Mapping) else None
+            if arguments is not None:
+                span.set_attribute(GEN_AI_TOOL_CALL_ARGUMENTS, captured_content(arguments))
+            if record.result is not None:
+                span.set_attribute(GEN_AI_TOOL_CALL_RESULT, captured_content(record.result))
 
     def metric_attributes(self, record: RequestRecord, keys: frozenset[str] | None = None) -> dict[str, Any]:
         attributes = metric_attributes(

@@ -53,10 +53,20 @@ class ServerTelemetry(RequestTelemetry):
     role = "server"
 
     def __init__(
-        self, tracer: Tracer, instruments: Instruments, retries: GhostRetries, *, cancelled_is_error: bool
+        self,
+        tracer: Tracer,
+        instruments: Instruments,
+        retries: GhostRetries,
+        *,
+        cancelled_is_error: bool,
+        capture_content: bool,
     ) -> None:
         super().__init__(
-            tracer, instruments.server_operation_duration, current_record, cancelled_is_error=cancelled_is_error
+            tracer,
+            instruments.server_operation_duration,
+            current_record,
+            cancelled_is_error=cancelled_is_error,
+            capture_content=capture_content,
         )
         self._instruments = instruments
         self._retries = retries

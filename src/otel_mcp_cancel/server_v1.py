@@ -35,6 +35,7 @@ from otel_mcp_cancel.observations import (
     cancel_reason,
     is_tool_error,
     network_transport,
+    note_result,
     wire_params,
 )
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
@@ -51,12 +52,6 @@ def _negotiated_version(session: Any) -> str | None:
         return None
     requested = client_params.protocolVersion
     return requested if requested in SUPPORTED_PROTOCOL_VERSIONS else types.LATEST_PROTOCOL_VERSION
-
-
-def _answer(response: Any) -> Answer:
-    if isinstance(response, types.ErrorData):
-        return Answer.error(response.code)
-    return Answer.result(is_tool_error(response))
 
 
 def _handler_end(response: Any) -> HandlerEnd:
@@ -163,7 +158,10 @@ class ServerHooksV1(FrameworkHooks):
                 if (record := LIVE.find(instance)) is not None:
                     record.note_handler(_handler_end(response))
                     if not late:
-                        record.note_answer(_answer(response))
+                        if isinstance(response, types.ErrorData):
+                            record.note_answer(Answer.error(response.code))
+                        else:
+                            note_result(record, response)
                         self._learn_listing(record, response)
         if late and self.active and self._guard:
             return None  # the peer already has its one answer; a second would end the session

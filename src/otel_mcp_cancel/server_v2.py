@@ -38,8 +38,8 @@ from otel_mcp_cancel.observations import (
     FrameworkHooks,
     arg,
     cancel_reason,
-    is_tool_error,
     network_transport,
+    note_result,
     observed,
 )
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
@@ -107,7 +107,7 @@ class ServerHooksV2(FrameworkHooks):
     async def _write_result(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         with contained("observing an answer"):
             if (record := self._answering(args, kwargs)) is not None:
-                record.note_answer(Answer.result(is_tool_error(arg(args, kwargs, 1, "result"))))
+                note_result(record, arg(args, kwargs, 1, "result"))
         return await wrapped(*args, **kwargs)
 
     async def _write_error(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -161,7 +161,7 @@ class ServerHooksV2(FrameworkHooks):
                     record.note_answer(Answer.error(exc.error.code))
                 raise
             # Returned means delivered: the value goes straight back to the caller, even a cancelled one.
-            record.note_answer(Answer.result(is_tool_error(result)))
+            note_result(record, result)
             return result
 
     # -- every path ------------------------------------------------------------
@@ -191,7 +191,7 @@ class ServerHooksV2(FrameworkHooks):
             if _caller_gave_up():
                 record.note_cancel(None)
             else:
-                record.note_answer(Answer.result(is_tool_error(result)))
+                note_result(record, result)
             return result
 
     async def _observe_handler(
