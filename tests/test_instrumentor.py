@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from packaging.requirements import Requirement
 
-from otel_mcp_cancel import McpCancelInstrumentor, _hooks_for_installed_mcp, hooks, outcome
+from otel_mcp_cancel import McpCancelInstrumentor, _hooks_for_installed_mcp, faults, hooks, outcome
 from otel_mcp_cancel.package import _instruments
 from tests.conftest import SPANS, TRACER_PROVIDER, instrumented
 from tests.raw_peer import raw_session
@@ -173,6 +173,7 @@ async def test_an_internal_fault_is_contained_and_logged_once(monkeypatch, caplo
         raise RuntimeError("bug in the plugin")
 
     monkeypatch.setattr("otel_mcp_cancel.request_telemetry.classify", broken_classify)
+    monkeypatch.setattr(faults, "_reported", set())  # once per kind per process: start this test afresh
     caplog.set_level(logging.ERROR, logger="otel_mcp_cancel")
     SPANS.clear()
     reader = InMemoryMetricReader()

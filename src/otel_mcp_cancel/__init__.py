@@ -77,7 +77,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
         from otel_mcp_cancel import hooks
 
         for hook_set in self._hook_sets:
-            hook_set.active = False
+            hook_set.stop()
         hooks.remove(self._applied)
         self._hook_sets, self._applied = [], []
 

@@ -89,6 +89,11 @@ class FrameworkHooks:
     """
 
     active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
+    _telemetry: Any
+
+    def stop(self) -> None:
+        self.active = False
+        self._telemetry.stopped = True
 
     def framework_hooks(self, package: str, stdio_bindings: tuple[str, ...]) -> list[Hook]:
         return [
@@ -126,6 +131,10 @@ class ClientHooks:
 
     def __init__(self, telemetry: Any) -> None:
         self._telemetry = telemetry
+
+    def stop(self) -> None:
+        self.active = False
+        self._telemetry.stopped = True
 
     def transport_hooks(self) -> list[Hook]:
         return client_transports.transport_hooks(self._transport)

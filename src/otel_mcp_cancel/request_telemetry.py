@@ -59,6 +59,7 @@ class RequestTelemetry:
         self._current = current
         self._cancelled_is_error = cancelled_is_error
         self._capture_content = capture_content
+        self.stopped = False  # uninstrument() ran: the hooks that would see answers are gone
 
     def parent(self, params: Any) -> Context | None:
         """The context to parent the span on; None: the ambient one."""
@@ -92,6 +93,8 @@ class RequestTelemetry:
 
     def finish(self, record: RequestRecord) -> None:
         try:
+            if self.stopped and record.answer is None and not record.cancelled:
+                return  # in flight across uninstrument(), its answer unseen: no verdict rather than a wrong one
             with contained(f"finishing a {self.role} span"):
                 self.resolve(record)
                 verdict = classify(
