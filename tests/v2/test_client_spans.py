@@ -73,7 +73,11 @@ async def test_a_caller_cancel_and_its_ghost_agree(captured) -> None:
     client_span, server_span = captured.client_and_server("tools/call shielded_write")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
     assert events(client_span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "caller"})]
-    assert [e.name for e in server_span.events] == ["mcp.request.cancelled", "mcp.ghost_response.suppressed"]
+    assert events(server_span) == [
+        ("mcp.request.cancelled", {"mcp.cancel.reason": "caller cancelled"}),
+        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
+    ]
+    assert gates.side_effects == ["x.md"]
     assert client_span.status.status_code.name == "UNSET" and "error.type" not in client_span.attributes
 
 
@@ -86,6 +90,8 @@ async def test_a_timeout_is_cancelled_on_both_sides(captured) -> None:
     client_span, server_span = captured.client_and_server("tools/call slow")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
     assert events(client_span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "timeout"})]
+    ((name, attributes),) = events(server_span)
+    assert name == "mcp.request.cancelled" and attributes["mcp.cancel.reason"].startswith("timed out after")
 
 
 async def test_in_process_calls_agree_and_share_one_trace(captured) -> None:
