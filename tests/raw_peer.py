@@ -44,6 +44,7 @@ class RawPeer:
         self.read_stream = read_stream
         self._write = write_stream
         self.wire: list[Any] = []
+        self._answers: dict[Any, list[Any]] = {}  # by request id: a long run must not scan the wire
         self.protocol_version: str | None = None
         self.closed = False
         self._reading = anyio.Event()
@@ -57,7 +58,10 @@ class RawPeer:
                 await self._reading.wait()
                 item = await self.read_stream.receive()
                 if isinstance(item, SessionMessage):
-                    self.wire.append(_unwrap(item.message))
+                    message = _unwrap(item.message)
+                    self.wire.append(message)
+                    if isinstance(message, JSONRPCResponse | JSONRPCError):
+                        self._answers.setdefault(message.id, []).append(message)
                     self._arrived.set()
                     self._arrived = anyio.Event()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -110,7 +114,7 @@ class RawPeer:
         await self.notify("notifications/cancelled", params)
 
     def answers(self, request_id: Any) -> list[Any]:
-        return [m for m in self.wire if isinstance(m, JSONRPCResponse | JSONRPCError) and m.id == request_id]
+        return list(self._answers.get(request_id, ()))
 
     async def answer(self, request_id: Any) -> Any:
         with anyio.fail_after(10):
