@@ -80,20 +80,26 @@ async def observed(record: RequestRecord, wrapped: Any, args: Any, kwargs: Any) 
     return result
 
 
-class FrameworkHooks:
+class HookSet:
+    """One SDK line's hooks on one side, reporting to one telemetry object."""
+
+    active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
+
+    def __init__(self, telemetry: Any) -> None:
+        self._telemetry = telemetry
+
+    def stop(self) -> None:
+        self.active = False
+        self._telemetry.stopped = True
+
+
+class FrameworkHooks(HookSet):
     """Hooks into the high-level server (MCPServer on 2.x, FastMCP on 1.x) and the stdio transport.
 
     The framework calls the user's own function in `Tool.run`, `ResourceTemplate.create_resource`,
     `FunctionResource.read` and `Prompt.render`. Its return is where side effects are done; the
     framework may still reach a checkpoint (and be cancelled) after it.
     """
-
-    active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
-    _telemetry: Any
-
-    def stop(self) -> None:
-        self.active = False
-        self._telemetry.stopped = True
 
     def framework_hooks(self, package: str, stdio_bindings: tuple[str, ...]) -> list[Hook]:
         return [
@@ -124,17 +130,8 @@ class FrameworkHooks:
         return wrapped(*args, **kwargs)
 
 
-class ClientHooks:
+class ClientHooks(HookSet):
     """What the sending side's hooks of both lines share: where a session's stream leads, and its span."""
-
-    active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
-
-    def __init__(self, telemetry: Any) -> None:
-        self._telemetry = telemetry
-
-    def stop(self) -> None:
-        self.active = False
-        self._telemetry.stopped = True
 
     def transport_hooks(self) -> list[Hook]:
         return client_transports.transport_hooks(self._transport)

@@ -104,13 +104,14 @@ class RequestTelemetry:
                     cancelled_is_error=self._cancelled_is_error,
                     caller_faults_unset=self.kind is SpanKind.SERVER,
                 )
-                self._describe_span(record, verdict)
+                outcome = verdict_attributes(record.method, verdict)  # on the span and on the metric alike
+                self._describe_span(record, verdict, outcome)
                 self.annotate(record, verdict)
                 if verdict.span_error:
                     record.span.set_status(Status(StatusCode.ERROR))
                 record.span.end()
                 attributes = self.metric_attributes(record)
-                attributes.update(verdict_attributes(record.method, verdict))
+                attributes.update(outcome)
                 self._duration.record(time.perf_counter() - record.started, attributes)
         finally:
             if record.span.is_recording():  # whatever failed above, the span still ends
@@ -123,13 +124,13 @@ class RequestTelemetry:
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
         """Add this side's own events, links and measurements before the span ends."""
 
-    def _describe_span(self, record: RequestRecord, verdict: Verdict) -> None:
+    def _describe_span(self, record: RequestRecord, verdict: Verdict, outcome: dict[str, Any]) -> None:
         span = record.span
         fold = record.method == TOOLS_CALL and not record.tool_registered
         span.update_name(span_name(record.method, target_name(record.params), target_registered=not fold))
         if record.protocol_version is not None:
             span.set_attribute(MCP_PROTOCOL_VERSION, record.protocol_version)
-        span.set_attributes(verdict_attributes(record.method, verdict))
+        span.set_attributes(outcome)
         if verdict.outcome == OUTCOME_CANCELLED:
             reason = {MCP_CANCEL_REASON: record.cancel_reason} if record.cancel_reason is not None else {}
             span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)

@@ -92,8 +92,10 @@ def _reason_from_receive_loop() -> str | None:
 
 
 class ServerHooksV1(FrameworkHooks):
+    _telemetry: ServerTelemetry
+
     def __init__(self, telemetry: ServerTelemetry, *, guard: bool) -> None:
-        self._telemetry = telemetry
+        super().__init__(telemetry)
         self._guard = guard
 
     def hooks(self) -> list[Hook]:

@@ -67,8 +67,7 @@ def _error_code(exc: BaseException) -> int:
 
 
 class ServerHooksV2(FrameworkHooks):
-    def __init__(self, telemetry: ServerTelemetry) -> None:
-        self._telemetry = telemetry
+    _telemetry: ServerTelemetry
 
     def hooks(self) -> list[Hook]:
         return [
