@@ -23,7 +23,7 @@ try:  # mcp 2.x
     def _envelope(message: Any) -> Any:
         return message
 
-    def _unwrap(message: Any) -> Any:
+    def unwrap(message: Any) -> Any:
         return message
 
 except ImportError:  # mcp 1.x wraps every message in a JSONRPCMessage root model
@@ -32,7 +32,7 @@ except ImportError:  # mcp 1.x wraps every message in a JSONRPCMessage root mode
     def _envelope(message: Any) -> Any:
         return JSONRPCMessage(message)
 
-    def _unwrap(message: Any) -> Any:
+    def unwrap(message: Any) -> Any:
         return message.root
 
 
@@ -58,7 +58,7 @@ class RawPeer:
                 await self._reading.wait()
                 item = await self.read_stream.receive()
                 if isinstance(item, SessionMessage):
-                    message = _unwrap(item.message)
+                    message = unwrap(item.message)
                     self.wire.append(message)
                     if isinstance(message, JSONRPCResponse | JSONRPCError):
                         self._answers.setdefault(message.id, []).append(message)
@@ -164,10 +164,10 @@ async def raw_peer_over(read_stream: Any, write_stream: Any) -> AsyncIterator[Ra
 
 
 @asynccontextmanager
-async def raw_session(server: Any) -> AsyncIterator[RawPeer]:
-    """A raw peer on an in-process server; a server that dies is recorded in `peer.server_crash`."""
+async def served_in_memory(server: Any, crashes: list[Exception] | None = None) -> AsyncIterator[tuple[Any, Any]]:
+    """An in-process server on memory streams: yields the client's (read, write) streams. A server whose
+    run() dies is recorded in `crashes`, and its client's read stream ends."""
     lowlevel = lowlevel_of(server)
-    crashes: list[Exception] = []
     async with create_client_server_memory_streams() as ((client_read, client_write), (server_read, server_write)):
         async with anyio.create_task_group() as tg:
 
@@ -175,11 +175,21 @@ async def raw_session(server: Any) -> AsyncIterator[RawPeer]:
                 try:
                     await lowlevel.run(server_read, server_write, lowlevel.create_initialization_options())
                 except Exception as crash:  # a dead session is something tests assert on
+                    if crashes is None:
+                        raise
                     crashes.append(crash)
                     await client_read.aclose()  # the peer stops waiting: nothing more will come
 
             tg.start_soon(serve)
-            async with raw_peer_over(client_read, client_write) as peer:
-                peer.crashes = crashes
-                yield peer
+            yield client_read, client_write
             tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def raw_session(server: Any) -> AsyncIterator[RawPeer]:
+    """A raw peer on an in-process server; a server that dies is recorded in `peer.crashes`."""
+    crashes: list[Exception] = []
+    async with served_in_memory(server, crashes) as (client_read, client_write):
+        async with raw_peer_over(client_read, client_write) as peer:
+            peer.crashes = crashes
+            yield peer

@@ -15,9 +15,14 @@ from examples.otlp_sink import OtlpSink, exporter_environment
 GATED_SERVER = Path(__file__).resolve().parent / "gated_server.py"
 
 
+def instrumented_script(script: Path, *args: str, python: str = sys.executable) -> list[str]:
+    """A server script under `opentelemetry-instrument`, run by `python` (this environment's, or another's)."""
+    return [str(Path(python).with_name("opentelemetry-instrument")), python, str(script), *args]
+
+
 def instrumented_command(vault: Path, *transport: str, python: str = sys.executable) -> list[str]:
-    """The gated server under `opentelemetry-instrument`, run by `python` (this environment's, or another's)."""
-    return [str(Path(python).with_name("opentelemetry-instrument")), python, str(GATED_SERVER), str(vault), *transport]
+    """The gated server under `opentelemetry-instrument`."""
+    return instrumented_script(GATED_SERVER, str(vault), *transport, python=python)
 
 
 def free_port() -> int:

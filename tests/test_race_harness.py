@@ -16,15 +16,14 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter
-from dataclasses import dataclass, field
 
 import anyio
 import pytest
 
 from otel_mcp_cancel import client_transports
 from otel_mcp_cancel.request_state import LIVE
+from tests.race_server import race_server
 from tests.raw_peer import RawPeer, is_error, is_result, raw_session
-from tests.servers import HighLevelServer
 from tests.support import MCP_MAJOR, until
 
 pytestmark = pytest.mark.anyio
@@ -33,28 +32,6 @@ CALLS = int(os.environ.get("RACE_CALLS", "300"))
 SEED = int(os.environ.get("RACE_SEED", "20261129"))
 IN_FLIGHT = 8
 WINDOWS = ("before-start", "mid-work", "about-return", "after-answer", "never")
-
-
-@dataclass
-class Truth:
-    finished: set[str] = field(default_factory=set)  # call keys whose side effect happened
-
-
-def race_server(truth: Truth) -> HighLevelServer:
-    server = HighLevelServer("race")
-
-    @server.tool()
-    async def work(key: str, micros: int, shielded: bool) -> str:
-        if shielded:  # a commit that, once started, completes whatever the caller does
-            with anyio.CancelScope(shield=True):
-                await anyio.sleep(micros / 1e6)
-                truth.finished.add(key)
-        else:
-            await anyio.sleep(micros / 1e6)
-            truth.finished.add(key)
-        return key
-
-    return server
 
 
 async def one_call(peer: RawPeer, rng: random.Random, request_id: int, windows: dict[int, str]) -> None:
@@ -78,9 +55,9 @@ async def one_call(peer: RawPeer, rng: random.Random, request_id: int, windows: 
 
 async def test_randomized_cancels_agree_with_ground_truth(captured) -> None:
     rng = random.Random(SEED)
-    truth = Truth()
+    finished: set[str] = set()  # call keys whose side effect happened
     windows: dict[int, str] = {}
-    async with raw_session(race_server(truth)) as peer:
+    async with raw_session(race_server(finished.add)) as peer:
         ids = iter(range(1, CALLS + 1))
 
         async def worker(worker_rng: random.Random) -> None:
@@ -110,7 +87,7 @@ async def test_randomized_cancels_agree_with_ground_truth(captured) -> None:
         span = spans[str(request_id)]
         got = "ok" if results else "cancelled"
         assert span.attributes["tool.outcome"] == got, (request_id, windows[request_id], span.attributes, answers)
-        ghost = got == "cancelled" and str(request_id) in truth.finished
+        ghost = got == "cancelled" and str(request_id) in finished
         events = [e.name for e in span.events]
         assert ("mcp.ghost_response.suppressed" in events) == ghost, (request_id, windows[request_id], events)
         assert ("mcp.request.cancelled" in events) == (got == "cancelled"), (request_id, events)

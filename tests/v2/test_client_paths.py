@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp_types import TextContent
+from mcp.shared.exceptions import MCPError
+from mcp_types import REQUEST_TIMEOUT, TextContent
 
 from tests.servers import Gates, notes_server
 from tests.support import cancel_when
@@ -69,3 +70,14 @@ class TestInProcessDirectPath:
         (span,) = [s for s in captured.server_spans() if s.name == "tools/call slow"]
         assert span.attributes["tool.outcome"] == "cancelled"
         assert [e.name for e in span.events] == ["mcp.request.cancelled"]
+
+    async def test_the_clients_own_timeout_is_a_timeout_cancel_on_both_ends(self, captured) -> None:
+        """No JSON-RPC cancel is sent in-process: the client's span learns of its timeout from the error."""
+        async with Client(notes_server(Gates()), read_timeout_seconds=0.05) as client:
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("slow", {"text": "x"})
+        assert raised.value.error.code == REQUEST_TIMEOUT
+        client_span, server_span = captured.client_and_server("tools/call slow")
+        assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
+        assert events(client_span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "timeout"})]
+        assert events(server_span) == [("mcp.request.cancelled", {})]

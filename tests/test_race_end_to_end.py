@@ -1,0 +1,245 @@
+"""Randomized cancellation races between the SDK's own client and server, both instrumented, against
+ground truth, on either SDK line, over memory streams and over stdio (server in a subprocess).
+
+Each call's cancel lands at a random moment after its request reached the wire: at once (before the
+handler starts), mid-work, about when the handler returns, through the client's own read timeout,
+or never. The tool records what really happened (its side effect is done: `tests/race_server.py`);
+a recorder on the wire (`tests/wire.py`) sees every request, answer and cancel. Then, for every call:
+
+- exactly one CLIENT span and one SERVER span, in one trace;
+- the client span's `tool.outcome` (and cancel reason) is what the caller got;
+- the server span's `tool.outcome` is what its answer on the wire says, or cancelled when none was;
+- a ghost event exactly when a finished handler's answer never reached the wire, saying how the
+  handler ended, and a ghost counter equal to the number of ghosts;
+- never two answers for one id; every span ended; the server still answers at the end; nothing left
+  in the plugin's bookkeeping.
+
+A 1.x client sends no cancel of its own: the harness turns on the plugin's courtesy cancel, as a
+user who wants 1.x servers to see their callers' cancels would. `RACE_CALLS` and `RACE_SEED` make a
+bigger or another run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import pytest
+from mcp.client.stdio import stdio_client
+from opentelemetry.trace import SpanKind
+
+from examples.otlp_sink import OtlpSink, exporter_environment
+from otel_mcp_cancel import client_transports
+from otel_mcp_cancel.request_state import LIVE
+from tests.conftest import Captured, instrumented
+from tests.race_server import race_server
+from tests.raw_peer import is_error, is_result, served_in_memory
+from tests.sdk_client import SdkClient, is_tool_error, sdk_client
+from tests.subprocess_servers import instrumented_script
+from tests.support import MCP_MAJOR, cancel_when, until
+from tests.wire import Wire
+
+try:
+    from mcp import StdioServerParameters
+except ImportError:  # mcp 1.x
+    from mcp.client.stdio import StdioServerParameters
+
+pytestmark = pytest.mark.anyio
+
+CALLS = int(os.environ.get("RACE_CALLS", "200"))
+SEED = int(os.environ.get("RACE_SEED", "20261129"))
+IN_FLIGHT = 8
+WINDOWS = ("at-once", "mid-work", "about-return", "timeout", "never")
+RACE_SERVER = Path(__file__).resolve().parent / "race_server.py"
+GHOST_EVENT = "mcp.ghost_response.suppressed"
+CANCEL_EVENT = "mcp.request.cancelled"
+
+
+@dataclass
+class Call:
+    key: str
+    window: str
+    fails: bool  # the tool raises after its side effect: an isError result
+    got: str = ""  # what the caller got: ok | failed | cancelled
+    reason: str | None = None  # why the caller got cancelled: caller | timeout
+
+
+@dataclass(frozen=True)
+class ServerSpan:
+    """A SERVER span, read in-process or as received over OTLP."""
+
+    attributes: dict[str, Any]
+    events: list[tuple[str, dict[str, Any]]]
+    trace_id: str
+    parent_span_id: str
+
+
+@dataclass(frozen=True)
+class Server:
+    """Where the race server runs, what it finished, and the spans and ghost count it reported."""
+
+    transport: Callable[[], AbstractAsyncContextManager[tuple[Any, Any]]]
+    finished: Callable[[], set[str]]
+    spans: Callable[[], list[ServerSpan]]
+    ghosts_counted: Callable[[], float]
+
+
+def in_process(captured: Captured) -> Server:
+    finished: set[str] = set()
+    return Server(
+        transport=lambda: served_in_memory(race_server(finished.add)),
+        finished=lambda: finished,
+        spans=lambda: [
+            ServerSpan(
+                dict(span.attributes),
+                [(event.name, dict(event.attributes)) for event in span.events],
+                f"{span.context.trace_id:032x}",
+                f"{span.parent.span_id:016x}" if span.parent else "",
+            )
+            for span in captured.of_kind(SpanKind.SERVER)
+            if span.name == "tools/call work"
+        ],
+        ghosts_counted=lambda: sum(point.value for point in captured.points("mcp.server.ghost_responses")),
+    )
+
+
+def over_stdio(sink: OtlpSink, directory: Path, errors: TextIO) -> Server:
+    """The server's stderr (the SDK logs each failing tool's traceback) goes to `errors`."""
+    finished_file = directory / "finished"
+    finished_file.touch()
+    command, *args = instrumented_script(RACE_SERVER, str(finished_file))
+    parameters = StdioServerParameters(command=command, args=args, env=exporter_environment(sink.endpoint))
+    return Server(
+        transport=lambda: stdio_client(parameters, errlog=errors),
+        finished=lambda: set(finished_file.read_text().split()),
+        spans=lambda: [
+            ServerSpan(span.attributes, span.events, span.trace_id, span.parent_span_id)
+            for span in sink.server_spans("otel_mcp_cancel")
+            if span.name == "tools/call work"
+        ],
+        ghosts_counted=lambda: sum(point.value for point in sink.latest_points("mcp.server.ghost_responses")),
+    )
+
+
+def key_of(request: Any) -> Any:
+    return ((request.params or {}).get("arguments") or {}).get("key")
+
+
+async def one_call(client: SdkClient, wire: Wire, rng: random.Random, key: str) -> Call:
+    call = Call(key, rng.choice(WINDOWS), fails=rng.random() < 0.2)
+    micros = rng.randint(0, 3000)
+    arguments = {"key": key, "micros": micros, "shielded": rng.random() < 0.5, "fail": call.fails}
+    timeout = rng.randint(1, micros + 1) / 1e6 if call.window == "timeout" else None
+    delay = {"at-once": 0, "mid-work": rng.randint(0, micros), "about-return": micros}.get(call.window)
+
+    async def attempt() -> tuple[str, str | None]:
+        try:
+            result = await client.call_tool("work", arguments, timeout)
+        except TimeoutError:
+            return "cancelled", "timeout"
+        return ("failed" if is_tool_error(result) else "ok"), None
+
+    async def on_the_wire_then_wait() -> None:
+        await wire.request_sent(key)
+        await anyio.sleep(delay / 1e6)
+
+    if delay is None:
+        call.got, call.reason = await attempt()
+    else:
+        call.got, call.reason = await cancel_when(on_the_wire_then_wait, attempt) or ("cancelled", "caller")
+    return call
+
+
+def server_truth(call: Call, answers: list[Any], finished: set[str]) -> tuple[str, list[str]]:
+    """What the server span must say: the outcome its answer on the wire gives, and its events."""
+    results = [answer for answer in answers if is_result(answer)]
+    if results:
+        return ("failed" if results[0].result.get("isError") else "ok"), []
+    events = [CANCEL_EVENT] + ([GHOST_EVENT] if call.key in finished else [])
+    return "cancelled", events
+
+
+@pytest.mark.parametrize("transport", ["memory", "stdio"])
+async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(monkeypatch, sink, tmp_path, transport) -> None:
+    rng = random.Random(SEED)
+    wire = Wire(key_of)
+    courtesy_cancel = {"OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL": "on"}
+    with instrumented(monkeypatch, **courtesy_cancel) as captured, (tmp_path / "server.log").open("w") as server_log:
+        server = in_process(captured) if transport == "memory" else over_stdio(sink, tmp_path, server_log)
+        async with sdk_client(wire.between(server.transport())) as client:
+            await client.list_tools()  # 1.x validates results against a listed schema: fetch it once, now
+            keys = iter(range(1, CALLS + 1))
+            calls: dict[str, Call] = {}
+
+            async def worker(worker_rng: random.Random) -> None:
+                for key in keys:
+                    calls[str(key)] = await one_call(client, wire, worker_rng, str(key))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(IN_FLIGHT):
+                    tg.start_soon(worker, random.Random(rng.random()))
+            # Every request settles (answered, acknowledged, or ended unanswered) and its span is reported;
+            # an answer written before the last call's is on the wire before it.
+            await until(lambda: len(server.spans()) == CALLS, 60)
+            last = await client.call_tool("work", {"key": "last", "micros": 0, "shielded": False})
+            assert not is_tool_error(last)  # the server still answers
+            await until(lambda: len(server.spans()) == CALLS + 1, 60)
+            with anyio.move_on_after(30):  # the ghost counter is exported on its own schedule
+                while server.ghosts_counted() != sum(GHOST_EVENT in [n for n, _ in s.events] for s in server.spans()):
+                    await anyio.sleep(0.05)
+            finished = server.finished()
+            server_spans = server.spans()
+            ghosts_counted = server.ghosts_counted()
+        client_spans = [s for s in captured.of_kind(SpanKind.CLIENT) if s.name == "tools/call work"]
+        assert len(LIVE) == 0 and client_transports.open_count() == 0
+
+    client_span_of = {span.attributes["jsonrpc.request.id"]: span for span in client_spans}
+    server_span_of = {span.attributes["jsonrpc.request.id"]: span for span in server_spans}
+    assert len(client_spans) == len(client_span_of) == CALLS + 1, "one client span per call"
+    assert len(server_spans) == len(server_span_of) == CALLS + 1, "one server span per call"
+
+    ghosts = 0
+    for key, call in calls.items():
+        request_id = wire.id_of[key]
+        answers = wire.answers.get(request_id, [])
+        assert len(answers) <= 1 and all(is_result(a) or is_error(a, 0) for a in answers), (call, answers)
+        client_span, server_span = client_span_of[str(request_id)], server_span_of[str(request_id)]
+        assert client_span.end_time is not None
+        context = f"{call} answers={answers}"
+
+        client_events = [(e.name, dict(e.attributes)) for e in client_span.events]
+        assert client_span.attributes["tool.outcome"] == call.got, (context, client_span.attributes)
+        assert client_events == ([(CANCEL_EVENT, {"mcp.cancel.reason": call.reason})] if call.reason else []), context
+        assert (call.got == "cancelled") == (request_id in wire.cancels), context  # the cancel reached the server
+
+        outcome, events = server_truth(call, answers, finished)
+        assert server_span.attributes["tool.outcome"] == outcome, (context, server_span)
+        assert [name for name, _ in server_span.events] == events, (context, server_span)
+        if GHOST_EVENT in events:
+            ghosts += 1
+            ghost_attributes = dict(server_span.events)[GHOST_EVENT]
+            assert ghost_attributes["tool.handler_outcome"] == ("failed" if call.fails else "ok"), context
+        if CANCEL_EVENT in events:
+            reason = dict(server_span.events)[CANCEL_EVENT]["mcp.cancel.reason"]
+            assert reason.startswith("timed out") if call.reason == "timeout" else reason == "caller cancelled"
+
+        # One trace: the server's span is the child of the client's.
+        assert server_span.trace_id == f"{client_span.context.trace_id:032x}", context
+        assert server_span.parent_span_id == f"{client_span.context.span_id:016x}", context
+
+    assert ghosts_counted == ghosts
+    table = Counter((call.window, call.got, server_span_of[str(wire.id_of[key])].attributes["tool.outcome"])
+                    for key, call in calls.items())
+    rows = (f"{window} client {got} server {outcome} {n}" for (window, got, outcome), n in sorted(table.items()))
+    print(f"\nend-to-end race, mcp {MCP_MAJOR}.x over {transport}, {CALLS} calls, seed {SEED}: {ghosts} ghosts;",
+          ", ".join(rows))
+    # Every window was exercised, and the races produced every kind of ending on the server.
+    assert {call.window for call in calls.values()} == set(WINDOWS)
+    assert ghosts > 0 and {outcome for _, _, outcome in table} == {"ok", "failed", "cancelled"}
