@@ -41,6 +41,10 @@ class SdkClient:
     async def list_tools(self) -> Any:
         return await self._session.list_tools()
 
+    async def ping(self) -> None:
+        """Returns once the server has read every message sent before it (its read loop is ordered)."""
+        await self._session.send_ping()
+
 
 @asynccontextmanager
 async def sdk_client(transport: AbstractAsyncContextManager[tuple[Any, Any]]) -> AsyncIterator[SdkClient]:

@@ -8,6 +8,8 @@ Usage::
     McpCancelInstrumentor().instrument()
 
 or, with no code change, `opentelemetry-instrument python server.py` (entry point `mcp_cancel`).
+`instrument()` takes `tracer_provider`, `meter_provider`, and the user's own `request_hook` and
+`response_hook` (see `otel_mcp_cancel.user_hooks`).
 """
 
 from __future__ import annotations
@@ -57,19 +59,24 @@ class McpCancelInstrumentor(BaseInstrumentor):
         from otel_mcp_cancel import hooks
         from otel_mcp_cancel.client_telemetry import ClientTelemetry
         from otel_mcp_cancel.instruments import create_instruments
+        from otel_mcp_cancel.request_telemetry import SpanOptions
         from otel_mcp_cancel.retries import GhostRetries
         from otel_mcp_cancel.server_telemetry import ServerTelemetry
+        from otel_mcp_cancel.user_hooks import UserHooks
 
         schema_url = Schemas.V1_28_0.value
         tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=schema_url)
         meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=schema_url)
         instruments = create_instruments(meter)
-        cancelled_is_error = _cancelled_is_error()
         retries = GhostRetries(_retry_window())
-        flags = {"cancelled_is_error": cancelled_is_error, "capture_content": _capture_content()}
+        options = SpanOptions(
+            cancelled_is_error=_cancelled_is_error(),
+            capture_content=_capture_content(),
+            user_hooks=UserHooks(kwargs.get("request_hook"), kwargs.get("response_hook")),
+        )
         self._hook_sets = [
-            server_hooks(ServerTelemetry(tracer, instruments, retries, **flags)),
-            client_hooks(ClientTelemetry(tracer, instruments, **flags)),
+            server_hooks(ServerTelemetry(tracer, instruments, retries, options)),
+            client_hooks(ClientTelemetry(tracer, instruments, options)),
         ]
         self._applied = hooks.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])
 

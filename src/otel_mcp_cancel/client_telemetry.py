@@ -6,23 +6,15 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.request_state import RequestRecord, current_client_record
-from otel_mcp_cancel.request_telemetry import RequestTelemetry
+from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 
 
 class ClientTelemetry(RequestTelemetry):
     kind = SpanKind.CLIENT
     role = "client"
 
-    def __init__(
-        self, tracer: Tracer, instruments: Instruments, *, cancelled_is_error: bool, capture_content: bool
-    ) -> None:
-        super().__init__(
-            tracer,
-            instruments.client_operation_duration,
-            current_client_record,
-            cancelled_is_error=cancelled_is_error,
-            capture_content=capture_content,
-        )
+    def __init__(self, tracer: Tracer, instruments: Instruments, options: SpanOptions) -> None:
+        super().__init__(tracer, instruments.client_operation_duration, current_client_record, options)
 
     def resolve(self, record: RequestRecord) -> None:
         # The tool names a client sends are its own code's choice, not a peer's: they are not folded.

@@ -10,6 +10,7 @@ import contextvars
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -39,6 +40,16 @@ from otel_mcp_cancel.conventions import (
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.outcome import Verdict, classify
 from otel_mcp_cancel.request_state import RequestRecord
+from otel_mcp_cancel.user_hooks import UserHooks
+
+
+@dataclass(frozen=True)
+class SpanOptions:
+    """What the user chose at instrument() time, for every span of either side."""
+
+    cancelled_is_error: bool  # OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS=error
+    capture_content: bool  # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
+    user_hooks: UserHooks
 
 
 class RequestTelemetry:
@@ -50,15 +61,14 @@ class RequestTelemetry:
         tracer: Tracer,
         duration: Histogram,
         current: contextvars.ContextVar[RequestRecord | None],
-        *,
-        cancelled_is_error: bool,
-        capture_content: bool,
+        options: SpanOptions,
     ) -> None:
         self._tracer = tracer
         self._duration = duration
         self._current = current
-        self._cancelled_is_error = cancelled_is_error
-        self._capture_content = capture_content
+        self._cancelled_is_error = options.cancelled_is_error
+        self._capture_content = options.capture_content
+        self._user_hooks = options.user_hooks
         self.stopped = False  # uninstrument() ran: the hooks that would see answers are gone
 
     def parent(self, params: Any) -> Context | None:
@@ -76,7 +86,9 @@ class RequestTelemetry:
                 kind=self.kind,
                 attributes=request_attributes(method, params, request_id, network_transport),
             )
-            return RequestRecord(method, params, request_id, network_transport, span)
+            record = RequestRecord(method, params, request_id, network_transport, span)
+            self._user_hooks.on_request(self.role, record)
+            return record
         return None
 
     @contextmanager
@@ -109,10 +121,11 @@ class RequestTelemetry:
                 self.annotate(record, verdict)
                 if verdict.span_error:
                     record.span.set_status(Status(StatusCode.ERROR))
-                record.span.end()
+                self._user_hooks.on_response(self.role, record, verdict)  # after ours: the user's word is last
                 attributes = self.metric_attributes(record)
                 attributes.update(outcome)
                 self._duration.record(time.perf_counter() - record.started, attributes)
+                record.span.end()  # last: a span processor that raises here costs no measurement
         finally:
             if record.span.is_recording():  # whatever failed above, the span still ends
                 with contained(f"ending a {self.role} span"):

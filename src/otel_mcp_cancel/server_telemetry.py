@@ -33,7 +33,7 @@ from otel_mcp_cancel.ghosts import LEDGER
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import Verdict, ghost_risk
 from otel_mcp_cancel.request_state import RequestRecord, current_record
-from otel_mcp_cancel.request_telemetry import RequestTelemetry
+from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import GhostRetries
 
 logger = logging.getLogger("otel_mcp_cancel")
@@ -57,17 +57,9 @@ class ServerTelemetry(RequestTelemetry):
         tracer: Tracer,
         instruments: Instruments,
         retries: GhostRetries,
-        *,
-        cancelled_is_error: bool,
-        capture_content: bool,
+        options: SpanOptions,
     ) -> None:
-        super().__init__(
-            tracer,
-            instruments.server_operation_duration,
-            current_record,
-            cancelled_is_error=cancelled_is_error,
-            capture_content=capture_content,
-        )
+        super().__init__(tracer, instruments.server_operation_duration, current_record, options)
         self._instruments = instruments
         self._retries = retries
 
