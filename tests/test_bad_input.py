@@ -62,7 +62,7 @@ async def test_a_string_id_for_an_integer_request(captured) -> None:
 
 async def test_random_tool_names_do_not_grow_metric_series(captured) -> None:
     async with raw_session(notes_server(Gates())) as peer:
-        for n in range(300):
+        for n in range(10_000):
             await peer.call(n, "tools/call", {"name": f"random-{n}-" + "x" * 500, "arguments": {}})
         await peer.call("echo", "tools/call", {"name": "echo", "arguments": {"text": "x"}})
     tools = {p.attributes.get("gen_ai.tool.name") for p in captured.points("mcp.server.operation.duration")}
