@@ -24,7 +24,7 @@ class McpRequestInfo(NamedTuple):
     side: str  # "server" or "client"
     method: str
     params: Any
-    request_id: object
+    request_id: object  # None where the SDK assigns it later: a 2.x client's request, when request_hook runs
 
 
 class McpResponseInfo(NamedTuple):
