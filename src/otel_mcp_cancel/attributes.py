@@ -66,6 +66,11 @@ def target_name(params: Mapping[str, Any] | None) -> str | None:
     return bounded(name) if isinstance(name, str) else None
 
 
+def tool_arguments(params: Mapping[str, Any] | None) -> Any:
+    """The arguments a tools/call request carries, as sent (None if its params are not a mapping)."""
+    return params.get("arguments") if isinstance(params, Mapping) else None
+
+
 def span_name(method: str, target: str | None, target_registered: bool) -> str:
     """`{mcp.method.name} {target}`; an unregistered target folds to _OTHER to keep span names low-cardinality."""
     if target is None:

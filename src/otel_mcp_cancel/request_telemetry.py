@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +26,7 @@ from otel_mcp_cancel.attributes import (
     request_attributes,
     span_name,
     target_name,
+    tool_arguments,
     verdict_attributes,
 )
 from otel_mcp_cancel.conventions import (
@@ -148,7 +149,7 @@ class RequestTelemetry:
             reason = {MCP_CANCEL_REASON: record.cancel_reason} if record.cancel_reason is not None else {}
             span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)
         if self._capture_content and record.method == TOOLS_CALL:
-            arguments = record.params.get("arguments") if isinstance(record.params, Mapping) else None
+            arguments = tool_arguments(record.params)
             if arguments is not None:
                 span.set_attribute(GEN_AI_TOOL_CALL_ARGUMENTS, captured_content(arguments))
             if record.result is not None:

@@ -14,7 +14,7 @@ from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import target_name
+from otel_mcp_cancel.attributes import target_name, tool_arguments
 from otel_mcp_cancel.conventions import (
     EVENT_GHOST_RETRIED,
     EVENT_GHOST_SUPPRESSED,
@@ -95,7 +95,7 @@ class ServerTelemetry(RequestTelemetry):
             ghost = {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: risk}
             span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
         if tool is not None and record.session is not None:
-            retried = self._retries.find(record.session, tool, _arguments(record))
+            retried = self._retries.find(record.session, tool, tool_arguments(record.params))
             if retried is not None:
                 span.add_link(retried.span_context)
                 span.add_event(EVENT_GHOST_RETRIED, {TOOL_GHOST_RISK: retried.risk})
@@ -128,15 +128,12 @@ class ServerTelemetry(RequestTelemetry):
         )
         LEDGER.record(tool, risk)
         if tool is not None and record.session is not None:
-            self._retries.remember(record.session, tool, _arguments(record), record.span.get_span_context(), risk)
+            arguments = tool_arguments(record.params)
+            self._retries.remember(record.session, tool, arguments, record.span.get_span_context(), risk)
 
 
 def _tool(record: RequestRecord) -> str | None:
     return target_name(record.params) if record.method == TOOLS_CALL else None
-
-
-def _arguments(record: RequestRecord) -> Any:
-    return record.params.get("arguments") if isinstance(record.params, Mapping) else None
 
 
 _GHOST_METRIC_KEYS = frozenset({MCP_METHOD_NAME, GEN_AI_TOOL_NAME})
