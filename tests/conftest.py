@@ -4,6 +4,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -68,18 +69,27 @@ class Captured:
 
 
 @contextmanager
+def instrumentation(**instrument_kwargs: Any) -> Iterator[None]:
+    """Instrumented with these `instrument()` arguments (the session's tracer provider unless given), then not."""
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(**{"tracer_provider": TRACER_PROVIDER, **instrument_kwargs})
+    try:
+        yield
+    finally:
+        instrumentor.uninstrument()
+
+
+@contextmanager
 def instrumented(monkeypatch: pytest.MonkeyPatch, **environment: str) -> Iterator[Captured]:
     """Instrumented with the given environment variables set, recording into fresh in-memory exporters."""
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     SPANS.clear()
     reader = InMemoryMetricReader()
-    instrumentor = McpCancelInstrumentor()
-    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider(metric_readers=[reader]))
     try:
-        yield Captured(SPANS, reader)
+        with instrumentation(meter_provider=MeterProvider(metric_readers=[reader])):
+            yield Captured(SPANS, reader)
     finally:
-        instrumentor.uninstrument()
         SPANS.clear()
 
 

@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanKind
 
 from otel_mcp_cancel import McpCancelInstrumentor, client_transports, faults
 from otel_mcp_cancel.request_state import LIVE
-from tests.conftest import SPANS, TRACER_PROVIDER
+from tests.conftest import SPANS, TRACER_PROVIDER, Captured, instrumentation
 from tests.raw_peer import is_result, raw_session, served_in_memory
 from tests.sdk_client import is_tool_error, sdk_client
 from tests.servers import Gates, notes_server
@@ -69,25 +69,16 @@ def failed(*activities: str) -> list[str]:
 
 
 @contextmanager
-def instrumented_with(tracer_provider: Any = TRACER_PROVIDER, meter_provider: Any = None, **kwargs: Any) -> Iterator:
-    instrumentor = McpCancelInstrumentor()
-    instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider or MeterProvider(), **kwargs)
-    try:
+def instrumented_with(**instrument_kwargs: Any) -> Iterator[None]:
+    with instrumentation(**{"meter_provider": MeterProvider(), **instrument_kwargs}):
         yield
-    finally:
-        instrumentor.uninstrument()
     assert len(LIVE) == 0 and client_transports.open_count() == 0
 
 
 def tool_call_durations(reader: InMemoryMetricReader, metric: str) -> dict[tuple[str, str], int]:
-    data = reader.get_metrics_data()
     return {
         (point.attributes["gen_ai.tool.name"], point.attributes["tool.outcome"]): point.count
-        for resource in (data.resource_metrics if data else [])
-        for scope in resource.scope_metrics
-        for found in scope.metrics
-        if found.name == metric
-        for point in found.data.data_points
+        for point in Captured(SPANS, reader).points(metric)
         if point.attributes.get("mcp.method.name") == "tools/call"
     }
 
@@ -160,7 +151,7 @@ async def test_an_exporter_that_raises(uninstrumented_answers, plugin_errors, ca
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(RaisingSpanExporter()))
     reader = InMemoryMetricReader()
-    with instrumented_with(provider, MeterProvider(metric_readers=[reader])):
+    with instrumented_with(tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader])):
         assert await traffic() == uninstrumented_answers
     assert tool_call_durations(reader, "mcp.server.operation.duration") == EVERY_CALL_MEASURED
     assert tool_call_durations(reader, "mcp.client.operation.duration") == EVERY_CALL_MEASURED
@@ -180,7 +171,7 @@ async def test_a_span_processor_that_raises(uninstrumented_answers, plugin_error
     provider = TracerProvider()
     provider.add_span_processor(RaisingSpanProcessor(where))
     reader = InMemoryMetricReader()
-    with instrumented_with(provider, MeterProvider(metric_readers=[reader])):
+    with instrumented_with(tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader])):
         assert await traffic() == uninstrumented_answers
     if where == "on_end":  # the spans existed, so every call was still measured
         assert tool_call_durations(reader, "mcp.server.operation.duration") == EVERY_CALL_MEASURED

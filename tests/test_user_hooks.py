@@ -9,9 +9,8 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.trace import SpanKind
 
-from otel_mcp_cancel import McpCancelInstrumentor
 from otel_mcp_cancel.user_hooks import McpRequestInfo, McpResponseInfo
-from tests.conftest import SPANS, TRACER_PROVIDER
+from tests.conftest import SPANS, instrumentation
 from tests.raw_peer import is_result, raw_session, served_in_memory
 from tests.sdk_client import sdk_client
 from tests.servers import Gates, notes_server
@@ -36,14 +35,7 @@ async def test_hooks_see_each_request_and_its_outcome_on_both_sides(monkeypatch)
 
     SPANS.clear()
     gates = Gates()
-    instrumentor = McpCancelInstrumentor()
-    instrumentor.instrument(
-        tracer_provider=TRACER_PROVIDER,
-        meter_provider=MeterProvider(),
-        request_hook=request_hook,
-        response_hook=response_hook,
-    )
-    try:
+    with instrumentation(meter_provider=MeterProvider(), request_hook=request_hook, response_hook=response_hook):
         async with sdk_client(served_in_memory(notes_server(gates))) as client:
             await client.call_tool("echo", {"text": "a"})
             await client.call_tool("broken", {"text": "b"})
@@ -51,8 +43,6 @@ async def test_hooks_see_each_request_and_its_outcome_on_both_sides(monkeypatch)
             await client.ping()  # the server has read the cancel
             gates.let_go()
             await until(lambda: ("server", "shielded_write") in [(side, tool) for side, tool, _ in responses])
-    finally:
-        instrumentor.uninstrument()
 
     calls = [(r.side, r.params["name"], r.params["arguments"]) for r in requests if r.method == "tools/call"]
     sent = (("echo", {"text": "a"}), ("broken", {"text": "b"}), ("shielded_write", {"path": "x.md"}))
@@ -85,13 +75,9 @@ async def test_the_readme_example_hook_reads_the_callers_meta() -> None:
             span.set_attribute("app.tenant", str(meta["tenant"]))
 
     SPANS.clear()
-    instrumentor = McpCancelInstrumentor()
-    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider(), request_hook=request_hook)
-    try:
+    with instrumentation(meter_provider=MeterProvider(), request_hook=request_hook):
         async with raw_session(notes_server(Gates())) as peer:
             params = {"name": "echo", "arguments": {"text": "a"}, "_meta": {"tenant": "acme"}}
             assert is_result(await peer.call(1, "tools/call", params))
-    finally:
-        instrumentor.uninstrument()
     (span,) = [s for s in SPANS.get_finished_spans() if s.name == "tools/call echo"]
     assert span.attributes["app.tenant"] == "acme"
