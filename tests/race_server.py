@@ -1,17 +1,23 @@
 """The race harnesses' server: one tool, `work`, that records ground truth when its side effect is done.
 
-`work(key, micros, shielded, fail)` sleeps `micros`, then records `key` as finished (its side effect),
-then returns `key`, or raises (an isError result) when `fail`. A shielded call is a commit that, once
-started, completes whatever the caller does; an unshielded one stops where the cancel finds it.
+`work(key, micros, shielded, fail, gated)` sleeps `micros` (or, when `gated`, holds at its gate until the
+test opens it), then records `key` as finished (its side effect), then returns `key`, or raises (an
+isError result) when `fail`. A shielded call is a commit that, once started, completes whatever the
+caller does; an unshielded one stops where the cancel finds it.
 
-In-process: `race_server(on_finished)`. As a script, the same server over stdio, appending each
-finished key as a line to FINISHED_FILE: python race_server.py FINISHED_FILE
+A gate is a pair of files, so a test holds a handler the same way in-process and across processes:
+the held handler creates `<key>.started` once its work has begun (inside the shield, if shielded) and
+waits for `<key>.open`. A test cancels between the two: that is "mid-work" by construction, not by timing.
+
+In-process: `race_server(on_finished, gates)`. As a script, the same server over stdio, appending each
+finished key as a line to FINISHED_FILE: python race_server.py FINISHED_FILE GATES_DIR
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 
@@ -21,18 +27,44 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP as HighLevelServer
 
 
-def race_server(on_finished: Callable[[str], None]) -> HighLevelServer:
+class Gates:
+    """Handlers held mid-work until the test lets them go, through files in one directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    async def hold(self, key: str) -> None:
+        """In the handler: say the work has begun, then wait for the test to open the gate."""
+        (self.directory / f"{key}.started").touch()
+        gate = self.directory / f"{key}.open"
+        while not gate.exists():
+            await anyio.sleep(0.001)
+
+    def started(self, key: str) -> bool:
+        """In the test: whether the handler of `key` is held at its gate."""
+        return (self.directory / f"{key}.started").exists()
+
+    def open(self, key: str) -> None:
+        (self.directory / f"{key}.open").touch()
+
+
+def race_server(on_finished: Callable[[str], None], gates: Gates) -> HighLevelServer:
     server = HighLevelServer("race")
 
-    @server.tool()
-    async def work(key: str, micros: int, shielded: bool, fail: bool = False) -> str:
-        if shielded:
-            with anyio.CancelScope(shield=True):
-                await anyio.sleep(micros / 1e6)
-                on_finished(key)
+    async def side_effect(key: str, micros: int, gated: bool) -> None:
+        if gated:
+            await gates.hold(key)
         else:
             await anyio.sleep(micros / 1e6)
-            on_finished(key)
+        on_finished(key)
+
+    @server.tool()
+    async def work(key: str, micros: int, shielded: bool, fail: bool = False, gated: bool = False) -> str:
+        if shielded:
+            with anyio.CancelScope(shield=True):
+                await side_effect(key, micros, gated)
+        else:
+            await side_effect(key, micros, gated)
         if fail:
             raise ValueError(f"work {key} failed after its side effect")
         return key
@@ -42,4 +74,4 @@ def race_server(on_finished: Callable[[str], None]) -> HighLevelServer:
 
 if __name__ == "__main__":
     with open(sys.argv[1], "a", buffering=1) as finished:  # line-buffered: each key is on disk when recorded
-        race_server(lambda key: finished.write(f"{key}\n")).run()
+        race_server(lambda key: finished.write(f"{key}\n"), Gates(Path(sys.argv[2]))).run()

@@ -1,9 +1,11 @@
 """Randomized cancellation races between the SDK's own client and server, both instrumented, against
 ground truth, on either SDK line, over memory streams and over stdio (server in a subprocess).
 
-Each call's cancel lands at a random moment after its request reached the wire: at once (before the
-handler starts), mid-work, about when the handler returns, through the client's own read timeout,
-or never. The tool records what really happened (its side effect is done: `tests/race_server.py`);
+Each call's cancel lands after its request reached the wire: at once (before the handler starts),
+mid-work, about when the handler returns, through the client's own read timeout, or never. Mid-work is
+made, not hoped for: the handler holds at a gate (`tests/race_server.py`) until the server has read the
+cancel, and the first calls take every combination of window, shielding and failing on purpose, so
+every run has plain cancels, ghosts and failures; the other windows race at random. The tool records what really happened (its side effect is done: `tests/race_server.py`);
 a recorder on the wire (`tests/wire.py`) sees every request, answer and cancel. Then, for every call:
 
 - exactly one CLIENT span and one SERVER span, in one trace;
@@ -39,7 +41,7 @@ from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel import client_transports
 from otel_mcp_cancel.request_state import LIVE
 from tests.conftest import Captured, instrumented
-from tests.race_server import race_server
+from tests.race_server import Gates, race_server
 from tests.raw_peer import is_error, is_result, served_in_memory
 from tests.sdk_client import SdkClient, is_tool_error, sdk_client
 from tests.subprocess_servers import instrumented_script
@@ -68,6 +70,7 @@ class Call:
     key: str
     window: str
     fails: bool  # the tool raises after its side effect: an isError result
+    shielded: bool  # the tool's work completes whatever the caller does
     got: str = ""  # what the caller got: ok | failed | cancelled
     reason: str | None = None  # why the caller got cancelled: caller | timeout
 
@@ -92,10 +95,10 @@ class Server:
     ghosts_counted: Callable[[], float]
 
 
-def in_process(captured: Captured) -> Server:
+def in_process(captured: Captured, gates: Gates) -> Server:
     finished: set[str] = set()
     return Server(
-        transport=lambda: served_in_memory(race_server(finished.add)),
+        transport=lambda: served_in_memory(race_server(finished.add, gates)),
         finished=lambda: finished,
         spans=lambda: [
             ServerSpan(
@@ -111,11 +114,11 @@ def in_process(captured: Captured) -> Server:
     )
 
 
-def over_stdio(sink: OtlpSink, directory: Path, errors: TextIO) -> Server:
+def over_stdio(sink: OtlpSink, directory: Path, gates: Gates, errors: TextIO) -> Server:
     """The server's stderr (the SDK logs each failing tool's traceback) goes to `errors`."""
     finished_file = directory / "finished"
     finished_file.touch()
-    command, *args = instrumented_script(RACE_SERVER, str(finished_file))
+    command, *args = instrumented_script(RACE_SERVER, str(finished_file), str(gates.directory))
     parameters = StdioServerParameters(command=command, args=args, env=exporter_environment(sink.endpoint))
     return Server(
         transport=lambda: stdio_client(parameters, errlog=errors),
@@ -133,12 +136,26 @@ def key_of(request: Any) -> Any:
     return ((request.params or {}).get("arguments") or {}).get("key")
 
 
-async def one_call(client: SdkClient, wire: Wire, rng: random.Random, key: str) -> Call:
-    call = Call(key, rng.choice(WINDOWS), fails=rng.random() < 0.2)
+# The first calls take every (window, shielded, fails) combination on purpose; the rest are drawn at random.
+COVERED = [(window, shielded, fails) for fails in (False, True) for shielded in (False, True) for window in WINDOWS]
+
+
+def plan(index: int) -> tuple[str, bool, bool, random.Random]:
+    """Call `index`'s window, shielding and failing, and its own generator for the rest: the same
+    whichever worker sends it."""
+    rng = random.Random(f"{SEED}/{index}")
+    if index <= len(COVERED):
+        return (*COVERED[index - 1], rng)
+    return rng.choice(WINDOWS), rng.random() < 0.5, rng.random() < 0.2, rng
+
+
+async def one_call(client: SdkClient, wire: Wire, gates: Gates, index: int) -> Call:
+    key = str(index)
+    window, shielded, fails, rng = plan(index)
+    call = Call(key, window, fails, shielded)
     micros = rng.randint(0, MAX_WORK_MICROS)
-    arguments = {"key": key, "micros": micros, "shielded": rng.random() < 0.5, "fail": call.fails}
-    timeout = rng.randint(1, micros + 1) / 1e6 if call.window == "timeout" else None
-    delay = {"at-once": 0, "mid-work": rng.randint(0, micros), "about-return": micros}.get(call.window)
+    arguments = {"key": key, "micros": micros, "shielded": shielded, "fail": fails, "gated": window == "mid-work"}
+    timeout = rng.randint(1, micros + 1) / 1e6 if window == "timeout" else None
 
     async def attempt() -> tuple[str, str | None]:
         try:
@@ -149,10 +166,20 @@ async def one_call(client: SdkClient, wire: Wire, rng: random.Random, key: str) 
 
     async def on_the_wire_then_wait() -> None:
         await wire.request_sent(key)
-        await anyio.sleep(delay / 1e6)
+        await anyio.sleep((micros if window == "about-return" else 0) / 1e6)
 
-    if delay is None:
+    async def held_at_the_gate() -> None:
+        await wire.request_sent(key)
+        await until(lambda: gates.started(key))
+
+    if window in ("timeout", "never"):
         call.got, call.reason = await attempt()
+    elif window == "mid-work":  # the handler holds at its gate until the server has read the cancel
+        call.got, call.reason = await cancel_when(held_at_the_gate, attempt) or ("cancelled", "caller")
+        request_id = wire.id_of[key]
+        await until(lambda: request_id in wire.cancels)
+        await client.ping()
+        gates.open(key)
     else:
         call.got, call.reason = await cancel_when(on_the_wire_then_wait, attempt) or ("cancelled", "caller")
     return call
@@ -169,23 +196,24 @@ def server_truth(call: Call, answers: list[Any], finished: set[str]) -> tuple[st
 
 @pytest.mark.parametrize("transport", ["memory", "stdio"])
 async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(monkeypatch, sink, tmp_path, transport) -> None:
-    rng = random.Random(SEED)
     wire = Wire(key_of)
+    gates = Gates(tmp_path / "gates")
+    gates.directory.mkdir()
     courtesy_cancel = {"OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL": "on"}
     with instrumented(monkeypatch, **courtesy_cancel) as captured, (tmp_path / "server.log").open("w") as server_log:
-        server = in_process(captured) if transport == "memory" else over_stdio(sink, tmp_path, server_log)
+        server = in_process(captured, gates) if transport == "memory" else over_stdio(sink, tmp_path, gates, server_log)
         async with sdk_client(wire.between(server.transport())) as client:
             await client.list_tools()  # 1.x validates results against a listed schema: fetch it once, now
             keys = iter(range(1, CALLS + 1))
             calls: dict[str, Call] = {}
 
-            async def worker(worker_rng: random.Random) -> None:
-                for key in keys:
-                    calls[str(key)] = await one_call(client, wire, worker_rng, str(key))
+            async def worker() -> None:
+                for index in keys:
+                    calls[str(index)] = await one_call(client, wire, gates, index)
 
             async with anyio.create_task_group() as tg:
                 for _ in range(IN_FLIGHT):
-                    tg.start_soon(worker, random.Random(rng.random()))
+                    tg.start_soon(worker)
             # Every request settles (answered, acknowledged, or ended unanswered) and its span is reported;
             # an answer written before the last call's is on the wire before it.
             await until(lambda: len(server.spans()) == CALLS, 60)
@@ -243,6 +271,12 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(monkeypat
           f"callers gave up on {gave_up}; the server cancelled {ends['cancelled', 'cancelled']} of them "
           f"({ghosts} ghosts) and had answered {gave_up - ends['cancelled', 'cancelled']} first; "
           f"uncancelled: ok {ends['ok', 'ok']}, failed {ends['failed', 'failed']}")
-    # Every window was exercised, and the races produced every kind of ending on the server.
+    # Every window was exercised, and the races produced every kind of ending on the server; a call
+    # cancelled mid-work is cancelled on both ends, and a ghost exactly when its work was shielded.
     assert {call.window for call in calls.values()} == set(WINDOWS)
     assert ghosts > 0 and {outcome for _, outcome in ends} == {"ok", "failed", "cancelled"}
+    for key, call in calls.items():
+        if call.window == "mid-work":
+            server_span = server_span_of[str(wire.id_of[key])]
+            assert (call.got, server_span.attributes["tool.outcome"]) == ("cancelled", "cancelled"), call
+            assert (GHOST_EVENT in [name for name, _ in server_span.events]) == call.shielded, call

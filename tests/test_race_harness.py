@@ -1,7 +1,9 @@
 """Randomized cancellation races against ground truth, on either SDK line, over memory streams.
 
-Each call's cancel lands at a random moment: before the handler starts, mid-work, about when it
-returns, after the answer was written, or never. The tool records what really happened (finished:
+Each call's cancel lands before the handler starts, mid-work, about when it returns, after the answer
+was written, or never. Mid-work is made, not hoped for: the handler holds at a gate until the server
+has read the cancel, so every run has interrupted calls (plain cancels) and shielded ones that finish
+anyway (ghosts); the other windows race at random. The tool records what really happened (finished:
 its side effect is done) and the peer records every message on the wire. The telemetry must say
 exactly that: one span per request, `tool.outcome` equal to what the caller got, a ghost event exactly
 when a finished handler's answer never reached the wire, a ghost counter equal to the number of ghosts,
@@ -22,7 +24,7 @@ import pytest
 
 from otel_mcp_cancel import client_transports
 from otel_mcp_cancel.request_state import LIVE
-from tests.race_server import race_server
+from tests.race_server import Gates, race_server
 from tests.raw_peer import RawPeer, is_error, is_result, raw_session
 from tests.support import MCP_MAJOR, until
 
@@ -32,19 +34,31 @@ CALLS = int(os.environ.get("RACE_CALLS", "300"))
 SEED = int(os.environ.get("RACE_SEED", "20261129"))
 IN_FLIGHT = 8
 WINDOWS = ("before-start", "mid-work", "about-return", "after-answer", "never")
+# The first calls take every (window, shielded) pair on purpose; the rest are drawn at random.
+COVERED = [(window, shielded) for shielded in (False, True) for window in WINDOWS]
 
 
-async def one_call(peer: RawPeer, rng: random.Random, request_id: int, windows: dict[int, str]) -> None:
-    window = rng.choice(WINDOWS)
-    windows[request_id] = window
-    micros = rng.randint(0, 3000)
-    arguments = {"key": str(request_id), "micros": micros, "shielded": rng.random() < 0.5}
+def plan(request_id: int) -> tuple[str, bool, int]:
+    """Call `request_id`'s window, shielding and work time: the same whichever worker sends it."""
+    rng = random.Random(f"{SEED}/{request_id}")
+    window, shielded = COVERED[request_id - 1] if request_id <= len(COVERED) else (
+        rng.choice(WINDOWS), rng.random() < 0.5)
+    return window, shielded, rng.randint(0, 3000)
+
+
+async def one_call(peer: RawPeer, gates: Gates, request_id: int, plans: dict[int, tuple[str, bool]]) -> None:
+    window, shielded, micros = plan(request_id)
+    plans[request_id] = window, shielded
+    key = str(request_id)
+    arguments = {"key": key, "micros": micros, "shielded": shielded, "gated": window == "mid-work"}
     await peer.request(request_id, "tools/call", {"name": "work", "arguments": arguments})
     if window == "before-start":
         await peer.cancel(request_id, "race")
-    elif window == "mid-work":
-        await anyio.sleep(rng.randint(0, micros) / 1e6)
+    elif window == "mid-work":  # held at its gate until the server has read the cancel
+        await until(lambda: gates.started(key))
         await peer.cancel(request_id, "race")
+        await peer.barrier(f"cancel-read-{request_id}")
+        gates.open(key)
     elif window == "about-return":
         await anyio.sleep(micros / 1e6)
         await peer.cancel(request_id, "race")
@@ -53,20 +67,20 @@ async def one_call(peer: RawPeer, rng: random.Random, request_id: int, windows: 
         await peer.cancel(request_id, "race")
 
 
-async def test_randomized_cancels_agree_with_ground_truth(captured) -> None:
-    rng = random.Random(SEED)
+async def test_randomized_cancels_agree_with_ground_truth(captured, tmp_path) -> None:
     finished: set[str] = set()  # call keys whose side effect happened
-    windows: dict[int, str] = {}
-    async with raw_session(race_server(finished.add)) as peer:
+    plans: dict[int, tuple[str, bool]] = {}
+    gates = Gates(tmp_path)
+    async with raw_session(race_server(finished.add, gates)) as peer:
         ids = iter(range(1, CALLS + 1))
 
-        async def worker(worker_rng: random.Random) -> None:
+        async def worker() -> None:
             for request_id in ids:
-                await one_call(peer, worker_rng, request_id, windows)
+                await one_call(peer, gates, request_id, plans)
 
         async with anyio.create_task_group() as tg:
             for _ in range(IN_FLIGHT):
-                tg.start_soon(worker, random.Random(rng.random()))
+                tg.start_soon(worker)
         # Every request settles: answered, acknowledged, or (2.x) its span ends unanswered.
         await until(lambda: sum(1 for s in captured.server_spans() if s.name == "tools/call work") == CALLS, 30)
         await peer.barrier("still-answering")  # the server still answers
@@ -86,21 +100,23 @@ async def test_randomized_cancels_agree_with_ground_truth(captured) -> None:
         assert len(results) + sum(1 for a in answers if is_error(a, 0)) == len(answers) <= 1, (request_id, answers)
         span = spans[str(request_id)]
         got = "ok" if results else "cancelled"
-        assert span.attributes["tool.outcome"] == got, (request_id, windows[request_id], span.attributes, answers)
+        assert span.attributes["tool.outcome"] == got, (request_id, plans[request_id][0], span.attributes, answers)
         ghost = got == "cancelled" and str(request_id) in finished
         events = [e.name for e in span.events]
-        assert ("mcp.ghost_response.suppressed" in events) == ghost, (request_id, windows[request_id], events)
+        assert ("mcp.ghost_response.suppressed" in events) == ghost, (request_id, plans[request_id][0], events)
         assert ("mcp.request.cancelled" in events) == (got == "cancelled"), (request_id, events)
         assert span.end_time is not None
         ghosts += ghost
     counted = sum(p.value for p in captured.points("mcp.server.ghost_responses"))
     assert counted == ghosts
-    outcomes = Counter((windows[int(i)], span.attributes["tool.outcome"]) for i, span in spans.items())
+    outcomes = Counter((plans[int(i)][0], span.attributes["tool.outcome"]) for i, span in spans.items())
     print(f"\nrace harness, mcp {MCP_MAJOR}.x, {CALLS} calls, seed {SEED}: {ghosts} ghosts;",
           ", ".join(f"{window} {outcome} {n}" for (window, outcome), n in sorted(outcomes.items())))
     assert len(LIVE) == 0 and client_transports.open_count() == 0
-    # Every window was exercised, and the races produced both kinds of cancelled call.
-    assert set(windows.values()) == set(WINDOWS)
-    assert ghosts > 0 and any(s.attributes["tool.outcome"] == "cancelled" and
-                              "mcp.ghost_response.suppressed" not in [e.name for e in s.events]
-                              for s in spans.values())
+    # Every window was exercised; a call cancelled mid-work is cancelled, and a ghost exactly when shielded.
+    assert {window for window, _ in plans.values()} == set(WINDOWS)
+    for request_id, (window, shielded) in plans.items():
+        if window == "mid-work":
+            span = spans[str(request_id)]
+            assert span.attributes["tool.outcome"] == "cancelled", (request_id, span.attributes)
+            assert ("mcp.ghost_response.suppressed" in [e.name for e in span.events]) == shielded, request_id
