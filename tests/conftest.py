@@ -30,6 +30,13 @@ TRACER_PROVIDER.add_span_processor(SimpleSpanProcessor(SPANS))
 trace.set_tracer_provider(TRACER_PROVIDER)
 
 
+def is_request_span(span: Any) -> bool:
+    """A request's span, in-process or received over OTLP: not a notification's."""
+    return "jsonrpc.request.id" in span.attributes and not span.attributes.get("mcp.method.name", "").startswith(
+        "notifications/"
+    )
+
+
 @pytest.fixture(params=["asyncio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param
@@ -42,6 +49,10 @@ class Captured:
 
     def server_spans(self) -> list[ReadableSpan]:
         return [span for span in self.spans.get_finished_spans() if span.kind is SpanKind.SERVER]
+
+    def request_spans(self) -> list[ReadableSpan]:
+        """SERVER spans of requests (a `notifications/cancelled` span names the id of the request it cancels)."""
+        return [span for span in self.server_spans() if is_request_span(span)]
 
     def of_kind(self, kind: SpanKind) -> list[ReadableSpan]:
         return [span for span in self.spans.get_finished_spans() if span.kind is kind]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from otel_mcp_cancel.request_state import LIVE
-from tests.raw_peer import is_result, raw_session
+from tests.raw_peer import is_result, lowlevel_of, raw_session
 from tests.servers import Gates, notes_server
 from tests.support import MCP_MAJOR, only_v2, until
 
@@ -27,7 +29,7 @@ async def test_duplicate_and_malformed_cancels(captured) -> None:
         # The server still answers.
         answer = await peer.call(2, "tools/call", {"name": "echo", "arguments": {"text": "still here"}})
         assert is_result(answer)
-    (span,) = [s for s in captured.server_spans() if s.attributes.get("jsonrpc.request.id") == "1"]
+    (span,) = [s for s in captured.request_spans() if s.attributes.get("jsonrpc.request.id") == "1"]
     if MCP_MAJOR == 2:
         # 2.x reads only the id: the first cancel naming the request won, and its reason is not a string.
         assert [(e.name, dict(e.attributes)) for e in span.events] == [("mcp.request.cancelled", {})]
@@ -49,8 +51,8 @@ async def test_a_string_id_for_an_integer_request(captured) -> None:
         gates.let_go()
         if MCP_MAJOR == 1:
             assert is_result(await peer.answer(7))  # 1.x matches ids exactly: "7" cancels nothing
-        await until(lambda: any(s.attributes.get("jsonrpc.request.id") == "7" for s in captured.server_spans()))
-    (span,) = [s for s in captured.server_spans() if s.attributes.get("jsonrpc.request.id") == "7"]
+        await until(lambda: any(s.attributes.get("jsonrpc.request.id") == "7" for s in captured.request_spans()))
+    (span,) = [s for s in captured.request_spans() if s.attributes.get("jsonrpc.request.id") == "7"]
     if MCP_MAJOR == 2:  # 2.x coerces the id, so the cancel finds the request
         assert span.attributes["tool.outcome"] == "cancelled"
         reason = {"mcp.cancel.reason": "stringly typed"}
@@ -70,6 +72,32 @@ async def test_random_tool_names_do_not_grow_metric_series(captured) -> None:
     spans = [s for s in captured.server_spans() if s.attributes.get("mcp.method.name") == "tools/call"]
     assert {s.name for s in spans} == {"tools/call _OTHER", "tools/call echo"}
     assert max(len(s.attributes["gen_ai.tool.name"]) for s in spans) == 256
+    assert len(LIVE) == 0
+
+
+@only_v2  # mcp 1.x rejects an unknown method in its receive loop, before any request (or span) exists
+async def test_random_method_names_do_not_grow_span_names_but_served_ones_keep_theirs(captured) -> None:
+    from mcp_types import RequestParams
+
+    async def extension_method(ctx: Any, params: Any) -> dict[str, Any]:
+        return {}
+
+    server = notes_server(Gates())
+    lowlevel_of(server).add_request_handler("acme/status", RequestParams, extension_method)
+    async with raw_session(server) as peer:
+        for n in range(10_000):
+            await peer.call(n, f"random/{n}-" + "x" * 500, {})
+        assert is_result(await peer.call("served", "acme/status", {}))
+    spans = captured.request_spans()
+    assert {s.name for s in spans} == {"initialize", "_OTHER", "acme/status"}
+    served = [s for s in spans if s.name == "acme/status"]
+    assert [dict(s.attributes)["mcp.method.name"] for s in served] == ["acme/status"]
+    assert all("mcp.method.name_original" not in s.attributes for s in served)
+    invented = [s for s in spans if s.name == "_OTHER"]
+    assert len(invented) == 10_000 and {s.attributes["mcp.method.name"] for s in invented} == {"_OTHER"}
+    assert max(len(s.attributes["mcp.method.name_original"]) for s in invented) == 256
+    methods = {p.attributes["mcp.method.name"] for p in captured.points("mcp.server.operation.duration")}
+    assert methods == {"initialize", "_OTHER", "acme/status"}
     assert len(LIVE) == 0
 
 

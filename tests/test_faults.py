@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanKind
 
 from otel_mcp_cancel import McpCancelInstrumentor, client_transports, faults
 from otel_mcp_cancel.request_state import LIVE
-from tests.conftest import SPANS, TRACER_PROVIDER, Captured, instrumentation
+from tests.conftest import SPANS, TRACER_PROVIDER, Captured, instrumentation, is_request_span
 from tests.raw_peer import is_result, raw_session, served_in_memory
 from tests.sdk_client import is_tool_error, sdk_client
 from tests.servers import Gates, notes_server
@@ -163,7 +163,7 @@ async def test_an_exporter_that_raises(uninstrumented_answers, plugin_errors, ca
     ("where", "activities"),
     [
         ("on_start", ["opening a client span", "opening a server span"]),
-        ("on_end", ["finishing a client span", "finishing a server span"]),
+        ("on_end", ["ending a client span", "ending a server span"]),
     ],
 )
 async def test_a_span_processor_that_raises(uninstrumented_answers, plugin_errors, where, activities) -> None:
@@ -202,7 +202,7 @@ async def test_a_meter_that_raises(uninstrumented_answers, plugin_errors) -> Non
         assert await traffic() == uninstrumented_answers
     spans = SPANS.get_finished_spans()
     assert outcomes_on_spans(spans, SpanKind.SERVER) == outcomes_on_spans(spans, SpanKind.CLIENT) == EVERY_CALL_TRACED
-    assert plugin_errors() == failed("finishing a client span", "finishing a server span")
+    assert plugin_errors() == failed("measuring a client request", "measuring a server request")
 
 
 async def test_hooks_that_raise(uninstrumented_answers, plugin_errors) -> None:
@@ -232,7 +232,7 @@ async def test_an_internal_error_in_classification(uninstrumented_answers, plugi
     # The spans still ended, though nothing could be said about them.
     spans = SPANS.get_finished_spans()
     assert outcomes_on_spans(spans, SpanKind.SERVER) == outcomes_on_spans(spans, SpanKind.CLIENT) == ["None"] * 8
-    assert plugin_errors() == failed("finishing a client span", "finishing a server span")
+    assert plugin_errors() == failed("classifying a client request", "classifying a server request")
 
 
 async def test_uninstrument_in_the_middle_of_traffic(plugin_errors) -> None:
@@ -251,7 +251,8 @@ async def test_uninstrument_in_the_middle_of_traffic(plugin_errors) -> None:
         with anyio.fail_after(10):
             in_flight = await peer.answer("in-flight")
     assert is_result(after) and is_result(in_flight)
-    traced = {s.attributes.get("jsonrpc.request.id"): s for s in SPANS.get_finished_spans() if s.kind.name == "SERVER"}
+    traced = {s.attributes["jsonrpc.request.id"]: s for s in SPANS.get_finished_spans()
+              if s.kind.name == "SERVER" and is_request_span(s)}
     assert traced["in-flight"].end_time is not None and "tool.outcome" not in traced["in-flight"].attributes
     assert "after" not in traced or traced["after"].instrumentation_scope.name != "otel_mcp_cancel"
     assert len(LIVE) == 0

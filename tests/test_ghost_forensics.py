@@ -28,8 +28,8 @@ async def make_ghost(peer: RawPeer, gates: Gates, request_id: int, tool: str, pa
 
 async def span_of(captured, request_id: Any):
     key = str(request_id)
-    await until(lambda: any(s.attributes.get("jsonrpc.request.id") == key for s in captured.server_spans()))
-    (span,) = [s for s in captured.server_spans() if s.attributes.get("jsonrpc.request.id") == key]
+    await until(lambda: any(s.attributes.get("jsonrpc.request.id") == key for s in captured.request_spans()))
+    (span,) = [s for s in captured.request_spans() if s.attributes.get("jsonrpc.request.id") == key]
     return span
 
 

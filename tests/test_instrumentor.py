@@ -76,11 +76,14 @@ def test_every_hook_point_of_the_installed_line_exists() -> None:
 @pytest.mark.anyio
 async def test_uninstrument_restores_every_hook() -> None:
     originals = hooked_callables()
+    owned = [name in vars(owner) for owner, name in map(hooks.target, installed_hooks())]
     instrumentor = McpCancelInstrumentor()
     instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
     assert all(isinstance(target, WRAPPER) for target in hooked_callables())
     instrumentor.uninstrument()
     assert hooked_callables() == originals
+    # A method the class inherited is inherited again, not left behind as the class's own copy.
+    assert [name in vars(owner) for owner, name in map(hooks.target, installed_hooks())] == owned
     assert not any(isinstance(target, WRAPPER) for target in hooked_callables())
     SPANS.clear()
     await two_calls()
@@ -102,8 +105,10 @@ async def test_a_wrapper_kept_after_uninstrument_is_a_pass_through() -> None:
     try:
         await two_calls()
     finally:
-        for owner, name, wrapper in kept:
+        for hook, (owner, name, wrapper) in zip(installed_hooks(), kept):
             setattr(owner, name, wrapper.__wrapped__)
+            if hook.inherited:
+                delattr(owner, name)
     assert request_spans(SCOPE) == []
 
 

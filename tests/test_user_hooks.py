@@ -10,7 +10,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.trace import SpanKind
 
 from otel_mcp_cancel.user_hooks import McpRequestInfo, McpResponseInfo
-from tests.conftest import SPANS, instrumentation
+from tests.conftest import SPANS, instrumentation, is_request_span
 from tests.raw_peer import is_result, raw_session, served_in_memory
 from tests.sdk_client import sdk_client
 from tests.servers import Gates, notes_server
@@ -59,7 +59,7 @@ async def test_hooks_see_each_request_and_its_outcome_on_both_sides(monkeypatch)
     request_spans = [
         s
         for s in SPANS.get_finished_spans()
-        if s.instrumentation_scope.name == "otel_mcp_cancel" and "jsonrpc.request.id" in s.attributes
+        if s.instrumentation_scope.name == "otel_mcp_cancel" and is_request_span(s)
     ]
     assert sum(s.attributes["mcp.method.name"] == "tools/call" for s in request_spans) == 6
     for span in request_spans:  # every request's span, whatever its method

@@ -16,6 +16,7 @@ from otel_mcp_cancel.conventions import (
     MAX_ATTRIBUTE_LENGTH,
     MAX_CONTENT_LENGTH,
     MCP_METHOD_NAME,
+    MCP_METHOD_NAME_ORIGINAL,
     MCP_PROTOCOL_VERSION,
     MCP_RESOURCE_URI,
     NETWORK_TRANSPORT,
@@ -27,8 +28,8 @@ from otel_mcp_cancel.conventions import (
 )
 from otel_mcp_cancel.outcome import Verdict
 
-# Methods a client can send are a closed set in the spec; anything else is
-# folded for metrics so a peer cannot mint series with invented method names.
+# Methods a client can send are a closed set in the spec; anything else a server does not serve is
+# folded, on spans and metrics, so a peer cannot mint span names or series with invented methods.
 KNOWN_METHODS = frozenset(
     {
         "initialize",
@@ -50,6 +51,7 @@ KNOWN_METHODS = frozenset(
         "tasks/result",
         "tasks/list",
         "tasks/cancel",
+        "tasks/update",
     }
 )
 
@@ -78,14 +80,23 @@ def span_name(method: str, target: str | None, target_registered: bool) -> str:
     return f"{bounded(method)} {target if target_registered else OTHER}"
 
 
+def method_attributes(method: str, method_known: bool) -> dict[str, Any]:
+    """mcp.method.name, or _OTHER and the name as sent for a method neither in the protocol nor served."""
+    if method_known:
+        return {MCP_METHOD_NAME: bounded(method)}
+    return {MCP_METHOD_NAME: OTHER, MCP_METHOD_NAME_ORIGINAL: bounded(method)}
+
+
 def request_attributes(
     method: str,
+    method_known: bool,
     params: Mapping[str, Any] | None,
     request_id: object,
     network_transport: str | None,
 ) -> dict[str, Any]:
-    """Span attributes known when a request arrives."""
-    attributes: dict[str, Any] = {MCP_METHOD_NAME: bounded(method)}
+    """Span attributes known when a request arrives. A method not in the protocol's list gets its
+    attributes once the request is over, when it is known whether the server serves it."""
+    attributes: dict[str, Any] = {MCP_METHOD_NAME: bounded(method)} if method_known else {}
     if request_id is not None:
         attributes[JSONRPC_REQUEST_ID] = bounded(str(request_id))
     target = target_name(params)
@@ -117,6 +128,7 @@ def verdict_attributes(method: str, verdict: Verdict) -> dict[str, Any]:
 
 def metric_attributes(
     method: str,
+    method_known: bool,
     tool_name: str | None,
     tool_registered: bool,
     protocol_version: str | None,
@@ -124,10 +136,10 @@ def metric_attributes(
 ) -> dict[str, Any]:
     """The allow-listed, low-cardinality attributes every server metric shares.
 
-    Never request ids, session ids or reasons. A tool name the server has not
-    registered becomes _OTHER, so random names cannot grow the series count.
+    Never request ids, session ids or reasons. A method or tool name the server does not serve
+    becomes _OTHER, so random names cannot grow the series count.
     """
-    attributes: dict[str, Any] = {MCP_METHOD_NAME: method if method in KNOWN_METHODS else OTHER}
+    attributes: dict[str, Any] = {MCP_METHOD_NAME: bounded(method) if method_known else OTHER}
     if method == TOOLS_CALL:
         attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
         if tool_name is not None:

@@ -3,17 +3,21 @@ requests to its client).
 
 It returns the result, raises `McpError` with the peer's error (or 1.x's cancel acknowledgement), raises
 `McpError(408)` when the read timeout fired, or is cancelled with the caller. 1.x has no OpenTelemetry:
-the hook also puts W3C `traceparent` into `params._meta`, so the server's span joins the caller's trace.
+the hook sends a copy of the request with W3C `traceparent` in `params._meta` (requests sent without
+params get params for it, as 2.x does), so the server's span joins the caller's trace.
 """
 
 from __future__ import annotations
 
+import functools
+import typing
 from typing import Any
 
 import anyio
 from mcp import ClientSession, types
 from mcp.shared.exceptions import McpError
 from opentelemetry.propagate import inject
+from pydantic import BaseModel
 
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
@@ -27,17 +31,28 @@ _READ_TIMEOUT_CODE = 408
 _COURTESY_CANCEL_SECONDS = 5
 
 
-def _inject_trace_context(request: Any) -> None:
-    params = getattr(request, "params", None)
-    if params is None:
-        return  # a request without params (ping) has no `_meta` to carry it
+@functools.lru_cache(maxsize=None)
+def _params_type(request_type: type) -> Any:
+    """The params model a request type takes, for a request sent without params (ping, 1.30's tools/list)."""
+    annotation = request_type.model_fields["params"].annotation
+    return next((t for t in typing.get_args(annotation) if isinstance(t, type) and issubclass(t, BaseModel)), None)
+
+
+def with_trace_context(request_argument: Any) -> Any:
+    """A copy of the outgoing request with W3C `traceparent` in `params._meta`. The caller's request, its
+    params and its `_meta` are never changed: a caller may reuse or inspect them."""
+    request = getattr(request_argument, "root", request_argument)
     carrier: dict[str, str] = {}
     inject(carrier)
-    if params.meta is None:
-        params.meta = types.RequestParams.Meta.model_validate(carrier)
-    else:
-        for key, value in carrier.items():
-            setattr(params.meta, key, value)
+    if not carrier:
+        return request_argument
+    params = request.params
+    if params is None:
+        params = _params_type(type(request))()
+    meta = {} if params.meta is None else params.meta.model_dump(by_alias=True, exclude_none=True)
+    meta = types.RequestParams.Meta.model_validate({**meta, **carrier})
+    copy = request.model_copy(update={"params": params.model_copy(update={"meta": meta})})
+    return copy if request is request_argument else type(request_argument)(copy)
 
 
 async def _courtesy_cancel(session: Any, request_id: object, reason: str) -> None:
@@ -60,16 +75,17 @@ class ClientHooksV1(ClientHooks):
         return [*self.transport_hooks(), Hook("mcp.shared.session", "BaseSession.send_request", self._send)]
 
     async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = request = None
+        record, outgoing = None, arg(args, kwargs, 0, "request")
         if self.active:
             with contained("opening a client span"):
-                request = arg(args, kwargs, 0, "request").root
+                request = getattr(outgoing, "root", outgoing)  # FastMCP 2.x passes bare requests
                 record = self.open(request.method, wire_params(request), instance._request_id, instance._write_stream)
         if record is None:
             return await wrapped(*args, **kwargs)
         with self._telemetry.serving(record):
             with contained("injecting trace context"):
-                _inject_trace_context(request)
+                traced = with_trace_context(outgoing)
+                args, kwargs = ((traced, *args[1:]), kwargs) if args else (args, {**kwargs, "request": traced})
             try:
                 result = await wrapped(*args, **kwargs)
             except anyio.get_cancelled_exc_class():

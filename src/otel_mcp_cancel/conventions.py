@@ -19,6 +19,9 @@ MCP_CANCEL_REASON = "mcp.cancel.reason"
 
 # Semantic-convention attributes (MCP conventions, semantic-conventions-genai).
 MCP_METHOD_NAME = "mcp.method.name"
+# A method neither in the protocol's list nor served by this server is _OTHER in mcp.method.name and in the
+# span name; its name as sent goes here, cut to size (as HTTP's http.request.method_original).
+MCP_METHOD_NAME_ORIGINAL = "mcp.method.name_original"
 MCP_PROTOCOL_VERSION = "mcp.protocol.version"
 MCP_RESOURCE_URI = "mcp.resource.uri"
 JSONRPC_REQUEST_ID = "jsonrpc.request.id"

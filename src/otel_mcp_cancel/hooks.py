@@ -19,6 +19,7 @@ class Hook:
     module: str
     attribute: str  # "function" or "Class.method"
     wrapper: Callable[[Any, Any, Any, Any], Any]
+    inherited: bool = False  # the class inherits the method: removing the hook deletes the class's own copy
 
 
 def apply(hooks: Iterable[Hook]) -> list[Hook]:
@@ -47,4 +48,7 @@ def target(hook: Hook) -> tuple[Any, str]:
 
 def remove(hooks: Iterable[Hook]) -> None:
     for hook in hooks:
-        unwrap(*target(hook))
+        owner, name = target(hook)
+        unwrap(owner, name)
+        if hook.inherited:
+            delattr(owner, name)

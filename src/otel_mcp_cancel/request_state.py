@@ -29,6 +29,7 @@ class RequestRecord:
     request_id: object
     network_transport: str | None
     span: Span
+    method_known: bool = True  # in the protocol's method list, served by this server, or sent by our own side
     started: float = field(default_factory=time.perf_counter)
     handler_claimed: bool = False  # an inner hook is reporting how the handler ended
     handler: HandlerEnd | None = None

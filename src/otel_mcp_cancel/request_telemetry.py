@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from otel_mcp_cancel.attributes import (
     captured_content,
+    method_attributes,
     metric_attributes,
     request_attributes,
     span_name,
@@ -35,6 +36,7 @@ from otel_mcp_cancel.conventions import (
     GEN_AI_TOOL_CALL_RESULT,
     MCP_CANCEL_REASON,
     MCP_PROTOCOL_VERSION,
+    OTHER,
     OUTCOME_CANCELLED,
     TOOLS_CALL,
 )
@@ -81,13 +83,14 @@ class RequestTelemetry:
         if not is_instrumentation_enabled():
             return None
         with contained(f"opening a {self.role} span"):
+            known = self.knows_method(method)
             span = self._tracer.start_span(
-                method,
+                span_name(method if known else OTHER, None, target_registered=False),
                 context=self.parent(params),
                 kind=self.kind,
-                attributes=request_attributes(method, params, request_id, network_transport),
+                attributes=request_attributes(method, known, params, request_id, network_transport),
             )
-            record = RequestRecord(method, params, request_id, network_transport, span)
+            record = RequestRecord(method, params, request_id, network_transport, span, known)
             self._user_hooks.on_request(self.role, record)
             return record
         return None
@@ -108,29 +111,54 @@ class RequestTelemetry:
         try:
             if self.stopped and record.answer is None and not record.cancelled:
                 return  # in flight across uninstrument(), its answer unseen: no verdict rather than a wrong one
-            with contained(f"finishing a {self.role} span"):
-                self.resolve(record)
-                verdict = classify(
-                    record.handler,
-                    record.answer,
-                    record.cancelled,
-                    cancelled_is_error=self._cancelled_is_error,
-                    caller_faults_unset=self.kind is SpanKind.SERVER,
-                )
-                outcome = verdict_attributes(record.method, verdict)  # on the span and on the metric alike
-                self._describe_span(record, verdict, outcome)
-                self.annotate(record, verdict)
-                if verdict.span_error:
-                    record.span.set_status(Status(StatusCode.ERROR))
-                self._user_hooks.on_response(self.role, record, verdict)  # after ours: the user's word is last
-                attributes = self.metric_attributes(record)
-                attributes.update(outcome)
-                self._duration.record(time.perf_counter() - record.started, attributes)
-                record.span.end()  # last: a span processor that raises here costs no measurement
+            self._conclude(record)
         finally:
             if record.span.is_recording():  # whatever failed above, the span still ends
                 with contained(f"ending a {self.role} span"):
                     record.span.end()
+
+    def _conclude(self, record: RequestRecord) -> None:
+        """Classify, describe, measure and end. Each part is contained on its own: a failing detail
+        (a lookup, a risk, a hook) loses only itself, never the name, outcome, status or duration."""
+        with contained(f"resolving a {self.role} request"):
+            self.resolve(record)
+        verdict = None
+        with contained(f"classifying a {self.role} request"):
+            verdict = classify(
+                record.handler,
+                record.answer,
+                record.cancelled,
+                cancelled_is_error=self._cancelled_is_error,
+                caller_faults_unset=self.kind is SpanKind.SERVER,
+            )
+        if verdict is None:
+            return
+        outcome = verdict_attributes(record.method, verdict)  # on the span and on the metric alike
+        span = record.span
+        with contained(f"naming a {self.role} span"):
+            fold = record.method == TOOLS_CALL and not record.tool_registered
+            method = record.method if record.method_known else OTHER
+            span.update_name(span_name(method, target_name(record.params), target_registered=not fold))
+            span.set_attributes(method_attributes(record.method, record.method_known))
+        with contained(f"recording a {self.role} outcome"):
+            span.set_attributes(outcome)
+            if verdict.span_error:
+                span.set_status(Status(StatusCode.ERROR))
+        with contained(f"describing a {self.role} span"):
+            self._describe_span(record, verdict)
+        with contained(f"annotating a {self.role} span"):
+            self.annotate(record, verdict)
+        self._user_hooks.on_response(self.role, record, verdict)  # after ours: the user's word is last
+        with contained(f"measuring a {self.role} request"):
+            attributes = self.metric_attributes(record)
+            attributes.update(outcome)
+            self._duration.record(time.perf_counter() - record.started, attributes)
+        with contained(f"ending a {self.role} span"):
+            span.end()  # last: a span processor that raises here costs no measurement
+
+    def knows_method(self, method: str) -> bool:
+        """Whether a method keeps its name when a request arrives (else _OTHER until `resolve` knows better)."""
+        return True
 
     def resolve(self, record: RequestRecord) -> None:
         """Fill in what is known only once the request is over."""
@@ -138,13 +166,10 @@ class RequestTelemetry:
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
         """Add this side's own events, links and measurements before the span ends."""
 
-    def _describe_span(self, record: RequestRecord, verdict: Verdict, outcome: dict[str, Any]) -> None:
+    def _describe_span(self, record: RequestRecord, verdict: Verdict) -> None:
         span = record.span
-        fold = record.method == TOOLS_CALL and not record.tool_registered
-        span.update_name(span_name(record.method, target_name(record.params), target_registered=not fold))
         if record.protocol_version is not None:
             span.set_attribute(MCP_PROTOCOL_VERSION, record.protocol_version)
-        span.set_attributes(outcome)
         if verdict.outcome == OUTCOME_CANCELLED:
             reason = {MCP_CANCEL_REASON: record.cancel_reason} if record.cancel_reason is not None else {}
             span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)
@@ -158,6 +183,7 @@ class RequestTelemetry:
     def metric_attributes(self, record: RequestRecord, keys: frozenset[str] | None = None) -> dict[str, Any]:
         attributes = metric_attributes(
             record.method,
+            record.method_known,
             target_name(record.params),
             record.tool_registered,
             record.protocol_version,

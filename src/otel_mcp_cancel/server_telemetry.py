@@ -14,13 +14,15 @@ from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import target_name, tool_arguments
+from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, target_name, tool_arguments
 from otel_mcp_cancel.conventions import (
     EVENT_GHOST_RETRIED,
     EVENT_GHOST_SUPPRESSED,
     EVENT_RESPONSE_WRITE_INTERRUPTED,
     GEN_AI_TOOL_NAME,
     GHOST_LOG_PREFIX,
+    GHOST_RISK_UNKNOWN,
+    JSONRPC_REQUEST_ID,
     MCP_CANCEL_REASON,
     MCP_METHOD_NAME,
     NOTIFICATIONS_CANCELLED,
@@ -66,12 +68,17 @@ class ServerTelemetry(RequestTelemetry):
     def parent(self, params: Any) -> Context | None:
         return parent_context(params)
 
-    def cancel_received(self, params: Any, reason: str | None, cancelled: RequestRecord | None) -> None:
-        """One span for a `notifications/cancelled`, linked to the span of the request it cancels."""
+    def cancel_received(
+        self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None
+    ) -> None:
+        """One span for a `notifications/cancelled`, in flight or not, linked to the span of the request it
+        cancels where that request is still in flight, and naming its id (links are dropped by some stores)."""
         if not is_instrumentation_enabled():
             return
         with contained("recording a cancel notification"):
             attributes: dict[str, Any] = {MCP_METHOD_NAME: NOTIFICATIONS_CANCELLED}
+            if request_id is not None:
+                attributes[JSONRPC_REQUEST_ID] = bounded(str(request_id))
             if reason is not None:
                 attributes[MCP_CANCEL_REASON] = reason
             links = [Link(cancelled.span.get_span_context())] if cancelled is not None else []
@@ -83,28 +90,40 @@ class ServerTelemetry(RequestTelemetry):
                 links=links,
             ).end()
 
+    def knows_method(self, method: str) -> bool:
+        return method in KNOWN_METHODS  # a peer's invented method is _OTHER unless the server serves it
+
     def resolve(self, record: RequestRecord) -> None:
+        if not record.method_known and record.server is not None:
+            record.method_known = tool_registry.serves_method(record.server, record.method)
         tool = _tool(record)
         if tool is not None and not record.tool_registered and record.server is not None:
             record.tool_registered = tool_registry.is_registered(record.server, tool)
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
         span, tool = record.span, _tool(record)
-        risk = self._risk(record, tool) if verdict.is_ghost else None
-        if risk is not None:
-            ghost = {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: risk}
-            span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
+        risk = GHOST_RISK_UNKNOWN
+        if verdict.is_ghost:
+            with contained("judging a ghost's risk"):
+                risk = self._risk(record, tool)
+            span.add_event(EVENT_GHOST_SUPPRESSED, {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome,
+                                                    TOOL_GHOST_RISK: risk})
         if tool is not None and record.session is not None:
-            retried = self._retries.find(record.session, tool, tool_arguments(record.params))
-            if retried is not None:
-                span.add_link(retried.span_context)
-                span.add_event(EVENT_GHOST_RETRIED, {TOOL_GHOST_RISK: retried.risk})
-                attributes = self.metric_attributes(record, keys=_RETRY_METRIC_KEYS)
-                self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.risk})
+            with contained("matching a retry"):
+                self._match_retry(record, tool)  # before this ghost is remembered: it retries no other
         if record.write_interrupted:
             span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
-        if risk is not None:
-            self._report_ghost(record, verdict, tool, risk)
+        if verdict.is_ghost:
+            with contained("reporting a ghost"):
+                self._report_ghost(record, verdict, tool, risk)
+
+    def _match_retry(self, record: RequestRecord, tool: str) -> None:
+        retried = self._retries.find(record.session, tool, tool_arguments(record.params))
+        if retried is not None:
+            record.span.add_link(retried.span_context)
+            record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_GHOST_RISK: retried.risk})
+            attributes = self.metric_attributes(record, keys=_RETRY_METRIC_KEYS)
+            self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.risk})
 
     def _risk(self, record: RequestRecord, tool: str | None) -> str:
         annotations = record.tool_annotations

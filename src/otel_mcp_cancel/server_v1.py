@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 from mcp import types
+from mcp.server.session import ServerSession
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 
 from otel_mcp_cancel import tool_registry
@@ -70,25 +71,25 @@ def _answering(responder: Any) -> bool:
     return getattr(responder, "_completed", False) and not getattr(responder, "cancelled", False)
 
 
-def _reason_from_receive_loop() -> str | None:
-    """The reason of the `notifications/cancelled` being handled.
+def _receive_loop_local(name: str) -> Any:
+    """A local of the `BaseSession._receive_loop` frame this hook was called from, or None.
 
-    mcp 1.x validates the notification inside `BaseSession._receive_loop` and
-    calls `responder.cancel()` without it; the validated notification is the
-    local `notification` of that frame (1.12.3 to 1.30). None if it is not there.
+    mcp 1.x validates a notification inside `_receive_loop` and hands on only part of it (1.12.3 to 1.30).
     """
     frame = sys._getframe(1)
-    for _ in range(6):
+    for _ in range(8):
         if frame is None:
             return None
         if frame.f_code.co_name == "_receive_loop":
-            notification = frame.f_locals.get("notification")
-            root = getattr(notification, "root", None)
-            if isinstance(root, types.CancelledNotification):
-                return cancel_reason(root.params)
-            return None
+            return frame.f_locals.get(name)
         frame = frame.f_back
     return None
+
+
+def _cancel_being_handled() -> types.CancelledNotification | None:
+    """The validated `notifications/cancelled` the receive loop is handling: `cancel()` is called without it."""
+    root = getattr(_receive_loop_local("notification"), "root", None)
+    return root if isinstance(root, types.CancelledNotification) else None
 
 
 class ServerHooksV1(FrameworkHooks):
@@ -104,6 +105,8 @@ class ServerHooksV1(FrameworkHooks):
             Hook("mcp.server.session", "ServerSession._received_request", self._received_request),
             Hook("mcp.shared.session", "RequestResponder.respond", self._respond),
             Hook("mcp.shared.session", "RequestResponder.cancel", self._cancel),
+            # A cancel for a request no longer in flight reaches nothing but this validation.
+            Hook("mcp.types", "ClientNotification.model_validate", self._notification_validated, inherited=True),
             *self.framework_hooks("mcp.server.fastmcp", _STDIO_SERVER_BINDINGS),
         ]
 
@@ -178,14 +181,26 @@ class ServerHooksV1(FrameworkHooks):
         answering = _answering(instance)
         if self.active:
             with contained("observing a cancel notification"):
-                reason = _reason_from_receive_loop()
+                notification = _cancel_being_handled()
+                reason = cancel_reason(notification.params) if notification is not None else None
                 cancelled = LIVE.note_cancel(instance, reason)
                 if not answering and cancelled is not None:
                     cancelled.note_answer(Answer.cancel_ack())
-                self._telemetry.cancel_received(None, reason, cancelled)
+                self._telemetry.cancel_received(None, instance.request_id, reason, cancelled)
         if answering and self.active and self._guard:
             return None  # a cancel after the answer changes nothing; letting it run would break the session
         return await wrapped(*args, **kwargs)
+
+    def _notification_validated(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """A cancel for a request the session no longer has in flight: 1.x ignores it without a call."""
+        notification = wrapped(*args, **kwargs)
+        if self.active and isinstance(notification.root, types.CancelledNotification):
+            with contained("observing a cancel notification"):
+                session = _receive_loop_local("self")
+                params = notification.root.params
+                if isinstance(session, ServerSession) and params.requestId not in session._in_flight:
+                    self._telemetry.cancel_received(None, params.requestId, cancel_reason(params), None)
+        return notification
 
     @staticmethod
     def _learn_listing(record: RequestRecord, response: Any) -> None:

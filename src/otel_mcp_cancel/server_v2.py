@@ -132,7 +132,7 @@ class ServerHooksV2(FrameworkHooks):
                     reason = cancel_reason(msg.params)
                     in_flight = instance._in_flight.get(key)
                     cancelled = LIVE.note_cancel(in_flight.dctx, reason) if in_flight is not None else None
-                    self._telemetry.cancel_received(msg.params, reason, cancelled)
+                    self._telemetry.cancel_received(msg.params, request_id, reason, cancelled)
         return wrapped(*args, **kwargs)
 
     # -- in-process ----------------------------------------------------------

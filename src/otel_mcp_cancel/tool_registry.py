@@ -1,8 +1,10 @@
-"""Which tools a server has registered, and the annotations it declared for them.
+"""Which methods a server serves, which tools it has registered, and the annotations it declared for them.
 
-Asked of the server, never of the client: its own schema lookup where it has
-one (MCPServer 2.x), otherwise what it advertised in its own tools/list answers.
-Unregistered names fold to _OTHER on metrics; annotations give a ghost its risk.
+Read from data the server already holds, never by calling the application: a framework's tool
+(MCPServer, the SDK's FastMCP) tells its registration and annotations where it runs (see
+`observations.FrameworkHooks.tool_run`); for any server, its own tools/list answers name the tools it
+advertised. A low-level server's schema callback (`get_tool_input_schema`) is the application's code,
+may be slow or raise, and is never called. Unregistered names fold to _OTHER; annotations give a ghost its risk.
 """
 
 from __future__ import annotations
@@ -35,12 +37,16 @@ def learn(server: Any, tools: list[tuple[Any, Any]]) -> None:
                 known[name] = annotations if isinstance(annotations, Mapping) else None
 
 
+def serves_method(server: Any, method: str) -> bool:
+    """Whether the server registered a handler for a method outside the protocol's list (an mcp 2.x
+    extension's, such as tasks/*): read from its handler table, a dict the SDK keeps."""
+    handlers = getattr(server, "_request_handlers", None)
+    return isinstance(handlers, Mapping) and method in handlers
+
+
 def is_registered(server: Any, name: str | None) -> bool:
     if name is None:
         return False
-    lookup = getattr(server, "get_tool_input_schema", None)
-    if callable(lookup) and lookup(name) is not None:
-        return True
     with _lock:
         return name in _listed.get(server, {})
 

@@ -40,7 +40,7 @@ async def assert_session_died(peer: RawPeer) -> None:
 
 
 def ghost_span(captured: Captured):
-    (span,) = [s for s in captured.server_spans() if s.attributes.get("jsonrpc.request.id") == "1"]
+    (span,) = [s for s in captured.request_spans() if s.attributes.get("jsonrpc.request.id") == "1"]
     return span
 
 
@@ -51,7 +51,7 @@ async def test_with_the_guard_the_same_connection_answers_the_next_call(captured
         assert is_result(await peer.call(2, "tools/call", {"name": "echo", "arguments": {"text": "next"}}))
         (acknowledgement,) = peer.answers(1)  # exactly one answer for the id: the SDK's acknowledgement
         assert is_error(acknowledgement, 0)
-        await until(lambda: any(s.attributes.get("jsonrpc.request.id") == "1" for s in captured.server_spans()))
+        await until(lambda: any(s.attributes.get("jsonrpc.request.id") == "1" for s in captured.request_spans()))
     span = ghost_span(captured)
     assert span.attributes["tool.outcome"] == "cancelled"
     assert [(e.name, dict(e.attributes)) for e in span.events] == [
@@ -92,7 +92,7 @@ async def test_the_sdks_duplicate_response_line_does_not_change_the_outcome(capt
         await gates.started.wait()
         await peer.cancel(1, "stop")
         await peer.barrier("b")
-        await until(lambda: any(s.attributes.get("jsonrpc.request.id") == "1" for s in captured.server_spans()))
+        await until(lambda: any(s.attributes.get("jsonrpc.request.id") == "1" for s in captured.request_spans()))
     assert "Request 1 cancelled - duplicate response suppressed" in caplog.text
     span = ghost_span(captured)
     assert span.attributes["tool.outcome"] == "cancelled"
@@ -106,5 +106,5 @@ async def test_with_the_guard_off_a_cancel_during_the_write_is_on_the_span(guard
         await peer.cancel(44, "too late")
         peer.resume_reading()
         await until(lambda: peer.closed)  # the SDK lets the cancellation escape: the session ends
-    (span,) = [s for s in guard_off.server_spans() if s.attributes.get("jsonrpc.request.id") == "44"]
+    (span,) = [s for s in guard_off.request_spans() if s.attributes.get("jsonrpc.request.id") == "44"]
     assert [e.name for e in span.events] == ["mcp.response.write_interrupted"]

@@ -12,6 +12,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
 from examples.otlp_sink import OtlpSink, exporter_environment
+from tests.conftest import is_request_span
 from tests.raw_peer import RawPeer, is_result, raw_peer_over
 from tests.subprocess_servers import HttpServer, instrumented_command
 from tests.support import until
@@ -40,9 +41,9 @@ async def every_outcome_and_a_ghost(peer: RawPeer, vault: Path) -> None:
 
 
 def spans_by_id(sink: OtlpSink) -> dict[str, object]:
-    """Request spans by request id (a cancel notification's span has none)."""
+    """Request spans by request id (a cancel notification's span names the id it cancels)."""
     spans = sink.server_spans(SCOPE)
-    return {s.attributes["jsonrpc.request.id"]: s for s in spans if "jsonrpc.request.id" in s.attributes}
+    return {s.attributes["jsonrpc.request.id"]: s for s in spans if is_request_span(s)}
 
 
 def assert_every_outcome_and_the_ghost(sink: OtlpSink, transport: str) -> None:

@@ -8,6 +8,7 @@ import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
 
+from tests.conftest import is_request_span
 from examples.otlp_sink import OtlpSink
 from tests.subprocess_servers import HttpServer
 from tests.support import cancel_when, until
@@ -54,7 +55,7 @@ async def test_streamable_http_session(captured, sink: OtlpSink, tmp_path: Path)
     (ghost,) = spans_named(sink, "tools/call shielded_write")
     assert ghost.attributes["tool.outcome"] == "cancelled"
     assert [name for name, _ in ghost.events] == ["mcp.request.cancelled", "mcp.ghost_response.suppressed"]
-    assert {s.scope for s in sink.server_spans() if "jsonrpc.request.id" in s.attributes} == {SCOPE}
+    assert {s.scope for s in sink.server_spans() if is_request_span(s)} == {SCOPE}
     assert_client_span_joins_the_server_span(captured, sink, "tools/call echo", server.port)
 
 
@@ -77,7 +78,7 @@ async def test_single_exchange_http(captured, sink: OtlpSink, tmp_path: Path) ->
     (slow,) = spans_named(sink, "tools/call slow")
     assert slow.attributes["tool.outcome"] == "cancelled"
     assert slow.events == [("mcp.request.cancelled", {})]
-    assert {s.scope for s in sink.server_spans() if "jsonrpc.request.id" in s.attributes} == {SCOPE}
+    assert {s.scope for s in sink.server_spans() if is_request_span(s)} == {SCOPE}
     assert_client_span_joins_the_server_span(captured, sink, "tools/call echo", server.port)
 
 
