@@ -69,13 +69,16 @@ class Captured:
         return matching[0]
 
     def points(self, metric_name: str) -> list:
+        return self.collect().get(metric_name, [])
+
+    def collect(self) -> dict[str, list]:
+        """Every metric's points from one collection (a collection resets the exemplars it reported)."""
         data = self.metrics.get_metrics_data()
-        found = []
+        found: dict[str, list] = {}
         for resource_metrics in data.resource_metrics if data else []:
             for scope_metrics in resource_metrics.scope_metrics:
                 for metric in scope_metrics.metrics:
-                    if metric.name == metric_name:
-                        found.extend(metric.data.data_points)
+                    found.setdefault(metric.name, []).extend(metric.data.data_points)
         return found
 
 

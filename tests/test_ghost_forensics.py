@@ -59,6 +59,7 @@ async def test_the_risk_comes_from_the_registered_annotations(captured, annotati
     assert ghost_event(span) == {"tool.handler_outcome": "ok", "tool.ghost_risk": risk}
     (ghosts,) = captured.points("mcp.server.ghost_responses")
     assert ghosts.attributes["tool.ghost_risk"] == risk == ghost_event(span)["tool.ghost_risk"]
+    assert span.attributes["tool.ghost_risk"] == risk  # one string: event, attribute and metric
     assert ghost_stats().by_risk[risk] == before + 1
 
 
@@ -85,7 +86,10 @@ async def test_a_retry_inside_the_window_is_linked_to_its_ghost(captured) -> Non
         ("mcp.ghost_response.retried", {"tool.ghost_risk": "unknown"})
     ]
     assert [link.context for link in retry.links] == [ghost.context]
+    assert retry.attributes["tool.retried_ghost_risk"] == "unknown"  # for stores that drop links and events
+    assert "tool.ghost_risk" not in retry.attributes  # the retry itself is no ghost
     assert different.events == () and different.links == ()
+    assert "tool.retried_ghost_risk" not in different.attributes
     (counted,) = captured.points("mcp.server.ghost_retries")
     assert dict(counted.attributes) == {"gen_ai.tool.name": "shielded_write", "tool.ghost_risk": "unknown"}
     assert counted.value == 1

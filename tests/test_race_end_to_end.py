@@ -246,6 +246,7 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(monkeypat
         client_events = [(e.name, dict(e.attributes)) for e in client_span.events]
         assert client_span.attributes["tool.outcome"] == call.got, (context, client_span.attributes)
         assert client_events == ([(CANCEL_EVENT, {"mcp.cancel.reason": call.reason})] if call.reason else []), context
+        assert client_span.attributes.get("mcp.cancel.reason") == call.reason, context  # searchable as well
         assert (call.got == "cancelled") == (request_id in wire.cancels), context  # the cancel reached the server
 
         outcome, events = server_truth(call, answers, finished)
@@ -255,6 +256,10 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(monkeypat
             ghosts += 1
             ghost_attributes = dict(server_span.events)[GHOST_EVENT]
             assert ghost_attributes["tool.handler_outcome"] == ("failed" if call.fails else "ok"), context
+        # A ghost's facts are span attributes too, and a span without them is not a ghost.
+        ghost_facts = {key: server_span.attributes.get(key) for key in ("tool.handler_outcome", "tool.ghost_risk")}
+        assert ghost_facts == (dict(server_span.events)[GHOST_EVENT] if GHOST_EVENT in events else
+                               {"tool.handler_outcome": None, "tool.ghost_risk": None}), context
         if CANCEL_EVENT in events:
             reason = dict(server_span.events)[CANCEL_EVENT]["mcp.cancel.reason"]
             assert reason.startswith("timed out") if call.reason == "timeout" else reason == "caller cancelled"

@@ -14,9 +14,11 @@ import logging
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 from otel_mcp_cancel import ghost_stats
+from otel_mcp_cancel.conventions import TOOL_ERROR_DESCRIPTION
 from otel_mcp_cancel.instruments import DURATION_BUCKETS
 from tests.raw_peer import RawPeer, is_error, is_result, raw_session
 from tests.servers import Gates, notes_server, raising_lowlevel_server
@@ -74,6 +76,22 @@ async def cancel_and_sync(peer, request_id: Any, reason: str | None, barrier_id:
     await peer.barrier(barrier_id)
 
 
+@pytest.fixture
+def ghost_log_spans() -> Any:
+    """The span current where each line of the plugin's WARNINGs was logged."""
+    seen: list[Any] = []
+
+    class CurrentSpan(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno == logging.WARNING:
+                seen.append(trace.get_current_span().get_span_context())
+
+    handler = CurrentSpan()
+    logging.getLogger("otel_mcp_cancel").addHandler(handler)
+    yield seen
+    logging.getLogger("otel_mcp_cancel").removeHandler(handler)
+
+
 async def test_ok(captured) -> None:
     async with raw_session(notes_server(Gates())) as peer:
         answer = await peer.call(10, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
@@ -104,7 +122,7 @@ async def test_tool_error_is_failed(captured) -> None:
     span = await span_for(captured, "11")
     expected = tools_call_attributes(peer, "11", "broken", "failed", **{"error.type": "tool_error"})
     assert dict(span.attributes) == expected
-    assert span.status.status_code is StatusCode.ERROR
+    assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, TOOL_ERROR_DESCRIPTION)
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "broken"})
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"] == "failed"
     assert point.attributes["error.type"] == "tool_error"
@@ -119,7 +137,9 @@ async def test_handler_exception_is_a_jsonrpc_error(captured) -> None:
         peer,
         "12", "anything", "failed", **{"error.type": "0", "rpc.response.status_code": "0"}
     )
-    assert span.status.status_code is StatusCode.ERROR
+    # The JSON-RPC error's message is what a backend's error column shows.
+    assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, answer.error.message)
+    assert answer.error.message
     # A low-level server without a schema lookup has not listed "anything": it folds.
     assert span.name == "tools/call _OTHER"
 
@@ -191,7 +211,7 @@ async def test_cancel_interrupts_the_handler(captured, plugin_log) -> None:
         pytest.param("sync_write", "ok", marks=only_v2),
     ],
 )
-async def test_ghost(captured, plugin_log, tool: str, handler_outcome: str) -> None:
+async def test_ghost(captured, plugin_log, ghost_log_spans, tool: str, handler_outcome: str) -> None:
     gates = Gates()
     before = ghost_stats().total
     async with raw_session(notes_server(gates)) as peer:
@@ -203,7 +223,9 @@ async def test_ghost(captured, plugin_log, tool: str, handler_outcome: str) -> N
         await peer.barrier("after")
         assert_no_answer_but_the_acknowledgement(peer, 30)
     assert gates.side_effects == ["note.md"]
-    assert dict(span.attributes) == tools_call_attributes(peer, "30", tool, "cancelled")
+    ghost = {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}
+    # On the span as attributes too: stores and spanmetrics that index attributes only can find it.
+    assert dict(span.attributes) == tools_call_attributes(peer, "30", tool, "cancelled", **ghost)
     assert span.status.status_code is StatusCode.UNSET
     assert events(span) == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "timed out after 1.0s"}),
@@ -224,6 +246,10 @@ async def test_ghost(captured, plugin_log, tool: str, handler_outcome: str) -> N
     assert line.levelno == logging.WARNING and line.name == "otel_mcp_cancel"
     assert line.getMessage().startswith("mcp.ghost_response.suppressed_after_cancel_ack")
     assert repr(tool) in line.getMessage() and "request id 30" in line.getMessage()
+    # The facts as log attributes, logged in the ghost span's context (an OTLP log record carries its ids).
+    facts = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool, "jsonrpc.request.id": "30", **ghost}
+    assert {key: getattr(line, key) for key in facts} == facts
+    assert ghost_log_spans == [span.context]
     stats = ghost_stats()
     assert stats.total == before + 1 and stats.last_tool == tool and stats.last_seen is not None
 
@@ -302,6 +328,8 @@ async def test_other_methods_get_cancel_and_ghost_handling_without_tool_outcome(
         "jsonrpc.request.id": "50",
         "mcp.resource.uri": "notes://today",
         "mcp.protocol.version": peer.protocol_version,
+        "tool.handler_outcome": "ok",
+        "tool.ghost_risk": "none",
     }
     assert events(span) == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "navigated away"}),

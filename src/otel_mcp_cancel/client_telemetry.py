@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from opentelemetry.trace import SpanKind, Tracer
 
+from otel_mcp_cancel.conventions import MCP_CANCEL_REASON, OUTCOME_CANCELLED
 from otel_mcp_cancel.instruments import Instruments
+from otel_mcp_cancel.outcome import Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_client_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 
@@ -19,3 +21,8 @@ class ClientTelemetry(RequestTelemetry):
     def resolve(self, record: RequestRecord) -> None:
         # The tool names a client sends are its own code's choice, not a peer's: they are not folded.
         record.tool_registered = True
+
+    def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
+        # The client's reason is bounded (timeout | caller): an attribute too, so "our own timeouts" is a query.
+        if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
+            record.span.set_attribute(MCP_CANCEL_REASON, record.cancel_reason)

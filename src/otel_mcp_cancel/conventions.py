@@ -15,6 +15,7 @@ OUTCOMES = (OUTCOME_OK, OUTCOME_FAILED, OUTCOME_CANCELLED)
 TOOL_OUTCOME = "tool.outcome"
 TOOL_HANDLER_OUTCOME = "tool.handler_outcome"
 TOOL_GHOST_RISK = "tool.ghost_risk"
+TOOL_RETRIED_GHOST_RISK = "tool.retried_ghost_risk"  # on a call that repeats a ghost: that ghost's risk
 MCP_CANCEL_REASON = "mcp.cancel.reason"
 
 # Semantic-convention attributes (MCP conventions, semantic-conventions-genai).
@@ -43,6 +44,10 @@ TOOLS_LIST = "tools/list"
 PROMPTS_GET = "prompts/get"
 NOTIFICATIONS_CANCELLED = "notifications/cancelled"
 
+# Status descriptions of failed spans that have no JSON-RPC error message (tool content stays opt-in).
+TOOL_ERROR_DESCRIPTION = "the tool's result has isError: true"
+UNANSWERED_DESCRIPTION = "the request ended unanswered, and not by a cancel"
+
 # Values of error.type that are not a JSON-RPC code.
 ERROR_TYPE_TOOL_ERROR = "tool_error"
 OTHER = "_OTHER"  # semconv's fallback for error.type, and the fold for unregistered tool names
@@ -63,7 +68,8 @@ EVENT_GHOST_SUPPRESSED = "mcp.ghost_response.suppressed"
 EVENT_RESPONSE_WRITE_INTERRUPTED = "mcp.response.write_interrupted"  # mcp 1.x, guard off: the session ends
 EVENT_GHOST_RETRIED = "mcp.ghost_response.retried"
 
-# Why a client's call ended without an answer (mcp.cancel.reason on its span's cancel event).
+# Why a client's call ended without an answer (mcp.cancel.reason on its span and its cancel event; a server
+# span has the peer's free-text reason on its event only).
 CANCEL_REASON_TIMEOUT = "timeout"
 CANCEL_REASON_CALLER = "caller"
 

@@ -20,12 +20,15 @@ from otel_mcp_cancel.conventions import (
     GHOST_RISK_NONE,
     GHOST_RISK_UNKNOWN,
     GHOST_RISK_UNSAFE,
+    MAX_ATTRIBUTE_LENGTH,
     OTHER,
     OUTCOME_CANCELLED,
     OUTCOME_FAILED,
     OUTCOME_OK,
     PROMPTS_GET,
+    TOOL_ERROR_DESCRIPTION,
     TOOLS_CALL,
+    UNANSWERED_DESCRIPTION,
 )
 
 
@@ -60,14 +63,15 @@ class Answer:
     kind: AnswerKind
     is_tool_error: bool = False
     code: int | None = None
+    message: str | None = None  # a JSON-RPC error's message, as the peer sent it
 
     @classmethod
     def result(cls, is_tool_error: bool) -> Answer:
         return cls(AnswerKind.RESULT, is_tool_error=is_tool_error)
 
     @classmethod
-    def error(cls, code: int | None) -> Answer:
-        return cls(AnswerKind.ERROR, code=code)
+    def error(cls, code: int | None, message: object = None) -> Answer:
+        return cls(AnswerKind.ERROR, code=code, message=message if isinstance(message, str) else None)
 
     @classmethod
     def cancel_ack(cls) -> Answer:
@@ -83,7 +87,7 @@ def error_answer(code: int, message: str) -> Answer:
     """The answer a JSON-RPC error represents, as its receiver sees it: 1.x's cancel acknowledgement or an error."""
     if code == CANCEL_ACK_CODE and message == CANCEL_ACK_MESSAGE:
         return Answer.cancel_ack()
-    return Answer.error(code)
+    return Answer.error(code, message)
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class Verdict:
     error_type: str | None = None
     status_code: str | None = None  # rpc.response.status_code: the JSON-RPC error code, as a string
     span_error: bool = False
+    description: str | None = None  # the ERROR status's description: what a backend's error column shows
     ghost_handler_outcome: str | None = None  # set only for a ghost: what the handler had produced
 
     @property
@@ -120,7 +125,9 @@ def classify(
     """
     if answer is not None and answer.kind is AnswerKind.RESULT:
         if answer.is_tool_error:
-            return Verdict(OUTCOME_FAILED, error_type=ERROR_TYPE_TOOL_ERROR, span_error=True)
+            return Verdict(
+                OUTCOME_FAILED, error_type=ERROR_TYPE_TOOL_ERROR, span_error=True, description=TOOL_ERROR_DESCRIPTION
+            )
         return Verdict(OUTCOME_OK)
     if answer is not None and answer.kind is AnswerKind.ERROR:
         code = None if answer.code is None else str(answer.code)
@@ -129,12 +136,13 @@ def classify(
             error_type=code or OTHER,
             status_code=code,
             span_error=not (caller_faults_unset and answer.code in CALLER_FAULT_CODES),
+            description=None if answer.message is None else answer.message[:MAX_ATTRIBUTE_LENGTH],
         )
     acknowledged = answer is not None and answer.kind is AnswerKind.CANCEL_ACK
     if cancelled or acknowledged:
         ghost = handler.handler_outcome if handler is not None and handler.completed else None
         return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=ghost)
-    return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True)
+    return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=UNANSWERED_DESCRIPTION)
 
 
 # Methods that only read: their ghosts repeat nothing.

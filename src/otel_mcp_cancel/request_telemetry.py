@@ -103,9 +103,11 @@ class RequestTelemetry:
         try:
             yield record
         finally:
-            otel_context.detach(context_token)
-            self._current.reset(record_token)
-            self.finish(record)
+            try:  # finished in the span's context: the ghost WARNING and the metrics' exemplars point at it
+                self.finish(record)
+            finally:
+                otel_context.detach(context_token)
+                self._current.reset(record_token)
 
     def finish(self, record: RequestRecord) -> None:
         try:
@@ -143,7 +145,7 @@ class RequestTelemetry:
         with contained(f"recording a {self.role} outcome"):
             span.set_attributes(outcome)
             if verdict.span_error:
-                span.set_status(Status(StatusCode.ERROR))
+                span.set_status(Status(StatusCode.ERROR, verdict.description))
         with contained(f"describing a {self.role} span"):
             self._describe_span(record, verdict)
         with contained(f"annotating a {self.role} span"):

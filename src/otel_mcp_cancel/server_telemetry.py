@@ -28,6 +28,7 @@ from otel_mcp_cancel.conventions import (
     NOTIFICATIONS_CANCELLED,
     TOOL_GHOST_RISK,
     TOOL_HANDLER_OUTCOME,
+    TOOL_RETRIED_GHOST_RISK,
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import contained
@@ -106,8 +107,10 @@ class ServerTelemetry(RequestTelemetry):
         if verdict.is_ghost:
             with contained("judging a ghost's risk"):
                 risk = self._risk(record, tool)
-            span.add_event(EVENT_GHOST_SUPPRESSED, {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome,
-                                                    TOOL_GHOST_RISK: risk})
+            # Attributes as well as the event: many stores and spanmetrics index attributes only.
+            ghost = {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: risk}
+            span.set_attributes(ghost)
+            span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
         if tool is not None and record.session is not None:
             with contained("matching a retry"):
                 self._match_retry(record, tool)  # before this ghost is remembered: it retries no other
@@ -121,6 +124,7 @@ class ServerTelemetry(RequestTelemetry):
         retried = self._retries.find(record.session, tool, tool_arguments(record.params))
         if retried is not None:
             record.span.add_link(retried.span_context)
+            record.span.set_attribute(TOOL_RETRIED_GHOST_RISK, retried.risk)
             record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_GHOST_RISK: retried.risk})
             attributes = self.metric_attributes(record, keys=_RETRY_METRIC_KEYS)
             self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.risk})
@@ -135,7 +139,10 @@ class ServerTelemetry(RequestTelemetry):
         attributes = self.metric_attributes(record, keys=_GHOST_METRIC_KEYS)
         attributes.update({TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: risk})
         self._instruments.server_ghost_responses.add(1, attributes)
-        logger.warning(
+        facts = dict(attributes)  # method, tool, handler outcome, risk: bounded, as on the counter
+        if record.request_id is not None:
+            facts[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
+        logger.warning(  # in the ghost span's context: an OTLP log record carries its trace and span ids
             "%s: %s answer of %s%s (request id %r, ghost risk %s) was suppressed because the caller cancelled; "
             "its side effects happened",
             GHOST_LOG_PREFIX,
@@ -144,6 +151,7 @@ class ServerTelemetry(RequestTelemetry):
             f" tool {tool!r}" if tool is not None else "",
             record.request_id,
             risk,
+            extra=facts,  # the facts as log attributes, besides the message
         )
         LEDGER.record(tool, risk)
         if tool is not None and record.session is not None:

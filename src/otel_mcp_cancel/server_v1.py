@@ -164,7 +164,7 @@ class ServerHooksV1(FrameworkHooks):
                     record.note_handler(_handler_end(response))
                     if not late:
                         if isinstance(response, types.ErrorData):
-                            record.note_answer(Answer.error(response.code))
+                            record.note_answer(Answer.error(response.code, response.message))
                         else:
                             note_result(record, response)
                         self._learn_listing(record, response)

@@ -61,9 +61,10 @@ def _caller_gave_up() -> bool:
     return anyio.current_effective_deadline() == -math.inf
 
 
-def _error_code(exc: BaseException) -> int:
+def _error_answer(exc: BaseException) -> Answer:
+    """The error the single-exchange entry answers a raising handler with."""
     error = handler_exception_to_error_data(exc)
-    return INTERNAL_ERROR if error is None else error.code
+    return Answer.error(INTERNAL_ERROR) if error is None else Answer.error(error.code, error.message)
 
 
 class ServerHooksV2(FrameworkHooks):
@@ -112,7 +113,8 @@ class ServerHooksV2(FrameworkHooks):
     async def _write_error(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         with contained("observing an answer"):
             if (record := self._answering(args, kwargs)) is not None:
-                record.note_answer(Answer.error(arg(args, kwargs, 1, "error").code))
+                error = arg(args, kwargs, 1, "error")
+                record.note_answer(Answer.error(error.code, error.message))
         return await wrapped(*args, **kwargs)
 
     def _answering(self, args: Any, kwargs: Any) -> RequestRecord | None:
@@ -157,7 +159,7 @@ class ServerHooksV2(FrameworkHooks):
                 if exc.error.code == REQUEST_TIMEOUT and record.handler is HandlerEnd.INTERRUPTED:
                     record.note_cancel(None)  # the caller's deadline fired: nothing was answered
                 else:
-                    record.note_answer(Answer.error(exc.error.code))
+                    record.note_answer(Answer.error(exc.error.code, exc.error.message))
                 raise
             # Returned means delivered: the value goes straight back to the caller, even a cancelled one.
             note_result(record, result)
@@ -185,7 +187,7 @@ class ServerHooksV2(FrameworkHooks):
                 record.note_cancel(None)  # the client hung up (this entry cannot tell a shutdown apart)
                 raise
             except Exception as exc:
-                record.note_answer(Answer.error(_error_code(exc)))
+                record.note_answer(_error_answer(exc))
                 raise
             if _caller_gave_up():
                 record.note_cancel(None)
