@@ -1,0 +1,57 @@
+"""A pytest plugin loaded into the MCP SDK's own test suite (`pytest -p otel_session`).
+
+OTEL_MCP_SUITE_MODE says what the whole session runs under:
+- `off`: nothing (the baseline);
+- `tracing`: a plain global SDK TracerProvider and no plugin, to tell "fails because tracing is on" apart;
+- `plugin`: otel-mcp-cancel instrumenting the whole session, with SDK providers and in-memory exporters
+  passed to `instrument()` (the global provider stays the suite's own).
+Every fault line the plugin logs (an ERROR on logger `otel_mcp_cancel`) is appended to OTEL_MCP_SUITE_FAULTS,
+and each test's outcome to OTEL_MCP_SUITE_RESULTS.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+MODE = os.environ.get("OTEL_MCP_SUITE_MODE", "off")
+
+
+def pytest_configure(config: object) -> None:
+    if MODE == "off":
+        return
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    if MODE == "tracing":
+        trace.set_tracer_provider(tracer_provider)
+        return
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from otel_mcp_cancel import McpCancelInstrumentor
+
+    faults = logging.FileHandler(os.environ["OTEL_MCP_SUITE_FAULTS"], encoding="utf-8")
+    faults.setLevel(logging.ERROR)
+    faults.setFormatter(logging.Formatter("%(message)s"))
+    logging.getLogger("otel_mcp_cancel").addHandler(faults)
+    McpCancelInstrumentor().instrument(
+        tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()])
+    )
+
+
+def pytest_runtest_logreport(report: object) -> None:
+    """Each phase's outcome, by test, to OTEL_MCP_SUITE_RESULTS (written where results gather: not in a worker)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not os.environ.get("OTEL_MCP_SUITE_RESULTS"):
+        return
+    outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
+    if report.when != "call" and outcome == "passed":
+        return  # setup and teardown passing say nothing about the test
+    with open(os.environ["OTEL_MCP_SUITE_RESULTS"], "a", encoding="utf-8") as results:
+        results.write(json.dumps([report.nodeid, outcome]) + "\n")
