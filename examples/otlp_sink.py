@@ -1,4 +1,5 @@
-"""A small OTLP/HTTP receiver that keeps what it is sent: spans and metric points, decoded from protobuf.
+"""A small OTLP/HTTP receiver that keeps what it is sent: spans, metric points and log records, decoded
+from protobuf.
 
 It listens on 127.0.0.1 only, on a free port, in a background thread. The demo
 prints its tables from what arrives here, and the tests assert on it, so both
@@ -13,6 +14,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -62,11 +67,22 @@ class ReceivedPoint:
     value: float  # a sum's value, or a histogram's count
 
 
+@dataclass(frozen=True)
+class ReceivedLog:
+    scope: str
+    severity_text: str
+    body: Any
+    attributes: dict[str, Any]
+    trace_id: str
+    span_id: str
+
+
 @dataclass
 class OtlpSink:
     keep: bool = True  # False: answer exports but keep nothing (a benchmark's receiver)
     spans: list[ReceivedSpan] = field(default_factory=list)
     points: list[ReceivedPoint] = field(default_factory=list)
+    logs: list[ReceivedLog] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
 
@@ -80,21 +96,22 @@ class OtlpSink:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the http.server API
-                if self.path not in ("/v1/traces", "/v1/metrics"):
+                signals = {
+                    "/v1/traces": (sink._take_traces, ExportTraceServiceResponse),
+                    "/v1/metrics": (sink._take_metrics, ExportMetricsServiceResponse),
+                    "/v1/logs": (sink._take_logs, ExportLogsServiceResponse),
+                }
+                if self.path not in signals:
                     self.send_response(404)
                     self.end_headers()
                     return
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
-                if self.path == "/v1/traces":
-                    if sink.keep:
-                        sink._take_traces(body)
-                    reply = ExportTraceServiceResponse().SerializeToString()
-                else:
-                    if sink.keep:
-                        sink._take_metrics(body)
-                    reply = ExportMetricsServiceResponse().SerializeToString()
+                take, response = signals[self.path]
+                if sink.keep:
+                    take(body)
+                reply = response().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(reply)))
@@ -150,6 +167,24 @@ class OtlpSink:
                         received.append(ReceivedPoint(metric.name, _attributes(point.attributes), value))
         with self._lock:
             self.points.extend(received)
+
+    def _take_logs(self, body: bytes) -> None:
+        request = ExportLogsServiceRequest.FromString(body)
+        received = [
+            ReceivedLog(
+                scope=scope_logs.scope.name,
+                severity_text=record.severity_text,
+                body=_value(record.body),
+                attributes=_attributes(record.attributes),
+                trace_id=record.trace_id.hex(),
+                span_id=record.span_id.hex(),
+            )
+            for resource_logs in request.resource_logs
+            for scope_logs in resource_logs.scope_logs
+            for record in scope_logs.log_records
+        ]
+        with self._lock:
+            self.logs.extend(received)
 
     def latest_points(self, metric: str) -> list[ReceivedPoint]:
         """Cumulative metrics are re-sent each interval: keep the last point for each attribute set."""

@@ -2,10 +2,13 @@
 
     python examples/traffic.py [--seconds N]
 
-The server runs unchanged under `opentelemetry-instrument` over stdio. With no
-OTEL_EXPORTER_OTLP_ENDPOINT set, it exports to a receiver embedded here and the
-tables below are built from the spans and metrics that receiver got; with the
-variable set, telemetry goes to your endpoint instead.
+The server runs unchanged under `opentelemetry-instrument` over stdio; this script's own MCP client is
+instrumented too, so each call is one trace with both ends. With no OTEL_EXPORTER_OTLP_ENDPOINT set, both
+export to a receiver embedded here and the tables below are built from the spans, metrics and log
+records that receiver got. With it set, telemetry goes to your endpoint instead, and every OTEL_* variable
+you set (headers, OTEL_METRICS_EXPORTER=none for a trace-only backend, resource attributes, this
+plugin's OTEL_PYTHON_MCP_CANCEL_* options) reaches the server as it would any `opentelemetry-instrument`
+process. The client exports OTLP/HTTP.
 """
 
 from __future__ import annotations
@@ -21,12 +24,46 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from otel_mcp_cancel import McpCancelInstrumentor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from examples.otlp_sink import OtlpSink, exporter_environment  # noqa: E402
 
 SERVER = Path(__file__).with_name("notes_server.py")
 SCOPE = "otel_mcp_cancel"
+
+
+def server_environment(endpoint: str) -> dict[str, str]:
+    """The server's environment: OTLP/HTTP to `endpoint`, then every OTEL_* variable of yours on top, as
+    `opentelemetry-instrument` would read them."""
+    defaults = exporter_environment(endpoint)
+    # The ghost WARNING as an OTLP log record, tied to its span (OTEL_LOGS_EXPORTER=none turns it off).
+    defaults.update({"OTEL_LOGS_EXPORTER": "otlp_proto_http", "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true",
+                     "OTEL_BLRP_SCHEDULE_DELAY": "200"})
+    return {**defaults, **{name: value for name, value in os.environ.items() if name.startswith("OTEL_")}}
+
+
+def trace_the_client(sink: OtlpSink | None) -> tuple[TracerProvider, MeterProvider]:
+    """Instrument this script's MCP client, exporting where the server does."""
+    endpoint = (lambda signal: f"{sink.endpoint}/v1/{signal}") if sink is not None else (lambda signal: None)
+    service = f"{os.environ.get('OTEL_SERVICE_NAME', 'notes-mcp-server')}-client"
+    resource = Resource.create({SERVICE_NAME: service})
+    tracer_provider, readers = TracerProvider(resource=resource), []
+    if os.environ.get("OTEL_TRACES_EXPORTER", "otlp") != "none":
+        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint("traces"))))
+    if os.environ.get("OTEL_METRICS_EXPORTER", "otlp") != "none":
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint("metrics"))))
+    meter_provider = MeterProvider(metric_readers=readers, resource=resource)
+    McpCancelInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return tracer_provider, meter_provider
 
 
 async def quietly(call) -> None:
@@ -89,6 +126,18 @@ def print_tables(sink: OtlpSink, vault: Path, ghost_notes: list[str]) -> None:
     journal = vault / "journal.md"
     print(f"  journal.md           {len(journal.read_text().splitlines()) if journal.exists() else 0} lines")
 
+    client_spans = {s.span_id for s in sink.spans if s.kind == "CLIENT" and s.scope == SCOPE}
+    joined = sum(s.parent_span_id in client_spans for s in calls)
+    print(f"\none trace per call: {joined} of {len(calls)} server spans are children of this script's client spans")
+
+    print("\nthe ghost WARNING as OTLP log records, each tied to its ghost's span")
+    ghost_spans = {(s.trace_id, s.span_id): s for s in ghosts}
+    for log in sink.logs:
+        if log.severity_text == "WARN":
+            span = ghost_spans.get((log.trace_id, log.span_id))
+            print(f"  {log.attributes.get('gen_ai.tool.name', '?'):<20} risk {log.attributes.get('tool.ghost_risk')!s:<11}"
+                  f" span {log.span_id} {'= the ghost span' if span is not None else 'NOT a ghost span'}")
+
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,7 +146,8 @@ async def main() -> None:
 
     own_endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     sink = None if own_endpoint else OtlpSink().start()
-    environment = exporter_environment(own_endpoint or sink.endpoint)
+    environment = server_environment(own_endpoint or sink.endpoint)
+    tracer_provider, meter_provider = trace_the_client(sink)
     workdir = Path(tempfile.mkdtemp(prefix="notes-demo-"))
     vault, server_log = workdir / "vault", workdir / "server.log"
     server = StdioServerParameters(
@@ -113,6 +163,8 @@ async def main() -> None:
             while round_number == 0 or time.monotonic() < deadline:
                 round_number += 1
                 ghost_notes += await one_round(client, round_number)
+    tracer_provider.shutdown()  # flush the client's spans and metrics
+    meter_provider.shutdown()
     print(f"{round_number} round(s) of traffic sent; vault at {vault}, server log at {server_log}")
     if sink is None:
         print(f"telemetry was exported to {own_endpoint}")
@@ -120,12 +172,11 @@ async def main() -> None:
     with anyio.fail_after(15):
         while not any(p.value for p in sink.latest_points("mcp.server.ghost_responses")):
             await anyio.sleep(0.1)
+    with anyio.move_on_after(5):  # the log records are exported on their own schedule
+        while not any(log.severity_text == "WARN" for log in sink.logs):
+            await anyio.sleep(0.1)
     print_tables(sink, vault, ghost_notes)
     sink.stop()
-    print("\nthe WARNING lines in the server's log")
-    for line in server_log.read_text().splitlines():
-        if line.startswith("mcp.ghost_response.suppressed_after_cancel_ack"):
-            print(f"  {line}")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,10 @@ class Prometheus:
         except OSError:
             return False
 
+    def page_status(self, path: str) -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as reply:
+            return reply.status
+
     def query(self, expr: str) -> dict[tuple[tuple[str, str], ...], float]:
         """An instant query: each series' labels (sorted pairs) and its value."""
         url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 from examples.otlp_sink import OtlpSink, exporter_environment
+from tests.raw_peer import RawPeer, is_result
+from tests.support import until
 
 GATED_SERVER = Path(__file__).resolve().parent / "gated_server.py"
 
@@ -62,3 +64,15 @@ class HttpServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+async def ghost_then_retry(peer: RawPeer, vault: Path) -> None:
+    """On the gated server: request 100 becomes a ghost of `shielded_write` (unsafe), request 103 retries it."""
+    await peer.request(100, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
+    await peer.call(101, "tools/call", {"name": "wait_started", "arguments": {}})
+    await peer.cancel(100, "timed out after 30.0s")
+    await peer.barrier("read-the-cancel")
+    await peer.call(102, "tools/call", {"name": "release", "arguments": {}})
+    await until(lambda: (vault / "g.md").exists())
+    retry = await peer.call(103, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
+    assert is_result(retry)

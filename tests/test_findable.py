@@ -4,9 +4,11 @@ depends on the trace being sampled."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -14,14 +16,18 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, TraceIdRatioBased
 
+from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel import ghost_stats
-from tests.conftest import Captured, instrumentation
-from tests.raw_peer import RawPeer, is_result, raw_session
+from tests.conftest import Captured, instrumentation, is_request_span
+from tests.raw_peer import RawPeer, is_result, raw_peer_over, raw_session
 from tests.servers import Gates, notes_server
+from tests.subprocess_servers import ghost_then_retry, instrumented_command
+from tests.support import until
 
 pytestmark = pytest.mark.anyio
 
 CALLS = 40  # ok, failed, then one ghost
+SCOPE = "otel_mcp_cancel"
 
 
 async def traffic(peer: RawPeer, gates: Gates) -> None:
@@ -87,3 +93,34 @@ async def test_outcomes_and_ghosts_do_not_depend_on_sampling(sampler: Any, caplo
     assert len(warnings) == 1 and warnings[0].getMessage().startswith("mcp.ghost_response.suppressed")
     assert ghost_stats().total == before + 1
     assert len(captured.request_spans()) < CALLS  # what was sampled out is not exported
+
+
+async def test_the_ghost_warning_reaches_an_otlp_backend_tied_to_its_span(sink: OtlpSink, tmp_path: Path) -> None:
+    """A server under `opentelemetry-instrument` with OTLP logs on: the ghost's log record carries the ghost
+    span's trace and span ids, severity WARN, and the facts as attributes."""
+    command, *args = instrumented_command(tmp_path)
+    environment = {
+        **exporter_environment(sink.endpoint),
+        "OTEL_LOGS_EXPORTER": "otlp_proto_http",
+        "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true",
+        "OTEL_BLRP_SCHEDULE_DELAY": "200",
+    }
+    async with stdio_client(StdioServerParameters(command=command, args=args, env=environment)) as streams:
+        async with raw_peer_over(*streams) as peer:
+            await ghost_then_retry(peer, tmp_path)
+            await until(lambda: any(log.severity_text == "WARN" for log in sink.logs), seconds=30)
+            await until(lambda: any(s.attributes.get("jsonrpc.request.id") == "100" for s in sink.server_spans()))
+    (ghost,) = [s for s in sink.server_spans(SCOPE) if is_request_span(s) and s.attributes["jsonrpc.request.id"] == "100"]
+    (warning,) = [log for log in sink.logs if log.severity_text == "WARN"]
+    assert (warning.trace_id, warning.span_id) == (ghost.trace_id, ghost.span_id)
+    assert warning.body.startswith("mcp.ghost_response.suppressed_after_cancel_ack")
+    facts = {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": "shielded_write",
+        "jsonrpc.request.id": "100",
+        "tool.handler_outcome": "ok",
+        "tool.ghost_risk": "unsafe",
+    }
+    assert {key: warning.attributes.get(key) for key in facts} == facts
+    # One string end to end: the log's facts are the span's attributes.
+    assert {key: ghost.attributes[key] for key in facts} == facts

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -16,8 +17,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel import conventions
 from tests.prometheus_server import Prometheus, require_prometheus
-from tests.raw_peer import RawPeer, is_result, raw_peer_over
-from tests.subprocess_servers import free_port, instrumented_command
+from tests.raw_peer import RawPeer, raw_peer_over
+from tests.subprocess_servers import free_port, ghost_then_retry, instrumented_command
 from tests.support import until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +27,13 @@ COLLECTOR = CONFIG / "otelcol-contrib.yaml"
 DASHBOARD = CONFIG / "grafana" / "dashboards" / "mcp-tool-outcomes.json"
 ALERTS = CONFIG / "prometheus" / "alerts.yaml"
 README = ROOT / "README.md"
+FINDING_IT = ROOT / "docs" / "finding-it.md"
+
+
+def documented_query(backend: str) -> str:
+    """The query docs/finding-it.md gives for a backend (the first code span of its row)."""
+    (row,) = [line for line in FINDING_IT.read_text().splitlines() if line.startswith(f"| {backend} |")]
+    return re.search(r"`([^`]+)`", row).group(1)
 
 # Component types compiled into otelcol-contrib v0.139.0 that a config like ours may name.
 OTELCOL_CONTRIB_V0_139_0 = {
@@ -72,6 +80,44 @@ def test_the_collector_config_names_only_real_components_and_defined_ones() -> N
         assert any(connector in p["receivers"] for p in pipelines.values()), connector
 
 
+def test_every_kept_trace_is_chosen_before_sampling_and_every_span_measured_before_it() -> None:
+    """Tail sampling keeps each trace with a cancelled call, a ghost, a retry of a ghost or an error;
+    spanmetrics sees every span, sampled or not."""
+    config = yaml.safe_load(COLLECTOR.read_text())
+    kept = {
+        policy["string_attribute"]["key"]: set(policy["string_attribute"]["values"])
+        for policy in config["processors"]["tail_sampling"]["policies"]
+        if policy["type"] == "string_attribute"
+    }
+    assert kept == {
+        conventions.TOOL_OUTCOME: {conventions.OUTCOME_CANCELLED},
+        conventions.TOOL_HANDLER_OUTCOME: {conventions.OUTCOME_OK, conventions.OUTCOME_FAILED},
+        conventions.TOOL_RETRIED_GHOST_RISK: set(conventions.GHOST_RISKS),
+    }
+    pipelines = config["service"]["pipelines"].values()
+    (measuring,) = [p for p in pipelines if "spanmetrics" in p["exporters"]]
+    (sampling,) = [p for p in pipelines if "tail_sampling" in p.get("processors", [])]
+    assert "tail_sampling" not in measuring["processors"] and measuring is not sampling
+    assert set(sampling["receivers"]) <= set(measuring["exporters"])  # fed by the measuring pipeline
+    assert "otlp/jaeger" in sampling["exporters"]
+
+
+def test_span_metrics_panels_use_only_configured_dimensions() -> None:
+    dimensions = {d["name"] for d in yaml.safe_load(COLLECTOR.read_text())["connectors"]["spanmetrics"]["dimensions"]}
+    for attribute in (conventions.TOOL_HANDLER_OUTCOME, conventions.TOOL_GHOST_RISK, conventions.MCP_CANCEL_REASON,
+                      conventions.TOOL_RETRIED_GHOST_RISK):
+        assert attribute in dimensions
+    labels = {prometheus_name(name) for name in dimensions} | {"service_name", "span_kind", "span_name", "status_code"}
+    span_queries = [q for qs in dashboard_queries().values() for q in qs if "traces_span_metrics" in q]
+    span_queries.append(documented_query("Prometheus (spanmetrics, any language's spans)"))
+    assert len(span_queries) == 3
+    for query in span_queries:
+        used = set(re.findall(r"([a-z_]+)\s*(?:=|!=|=~)\s*\"", query)) | {
+            label for group in re.findall(r"by \(([^)]*)\)", query) for label in map(str.strip, group.split(","))
+        }
+        assert used <= labels, used - labels
+
+
 def test_promtool_accepts_the_shipped_prometheus_files() -> None:
     require_prometheus()
     prometheus_config = CONFIG / "prometheus" / "prometheus.yml"
@@ -113,17 +159,6 @@ async def calls(peer: RawPeer, start: int) -> None:
         [("echo", {"text": "a"}), ("echo", {"text": "b"}), ("broken", {"text": "c"}), ("no_such_tool", {})]
     ):
         await peer.call(start + n, "tools/call", {"name": tool, "arguments": arguments})
-
-
-async def ghost_then_retry(peer: RawPeer, vault: Path) -> None:
-    await peer.request(100, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
-    await peer.call(101, "tools/call", {"name": "wait_started", "arguments": {}})
-    await peer.cancel(100, "timed out after 30.0s")
-    await peer.barrier("read-the-cancel")
-    await peer.call(102, "tools/call", {"name": "release", "arguments": {}})
-    await until(lambda: (vault / "g.md").exists())
-    retry = await peer.call(103, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
-    assert is_result(retry)
 
 
 def metric_tool_name(span) -> str:
@@ -216,3 +251,8 @@ async def check_every_query(prometheus: Prometheus, sink: OtlpSink) -> None:
         ("broken",): 1.0,
         ("_OTHER",): 1.0,
     }
+
+    # The documented "unsafe ghosts in the last hour", and the page examples/README.md sends you to.
+    unsafe_last_hour = documented_query("Prometheus (our counter)")
+    assert values(prometheus.query(unsafe_last_hour), "gen_ai_tool_name") == {("shielded_write",): 1}
+    assert prometheus.page_status("/classic/alerts") == 200
