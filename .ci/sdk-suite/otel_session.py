@@ -48,10 +48,20 @@ def pytest_configure(config: object) -> None:
 
 def pytest_runtest_logreport(report: object) -> None:
     """Each phase's outcome, by test, to OTEL_MCP_SUITE_RESULTS (written where results gather: not in a worker)."""
-    if os.environ.get("PYTEST_XDIST_WORKER") or not os.environ.get("OTEL_MCP_SUITE_RESULTS"):
-        return
     outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
     if report.when != "call" and outcome == "passed":
         return  # setup and teardown passing say nothing about the test
+    _record(report.nodeid, outcome)
+
+
+def pytest_collectreport(report: object) -> None:
+    """A test file that cannot be collected is recorded as failed under its own path."""
+    if report.failed and report.nodeid.endswith(".py"):
+        _record(report.nodeid, "failed")
+
+
+def _record(nodeid: str, outcome: str) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") or not os.environ.get("OTEL_MCP_SUITE_RESULTS"):
+        return
     with open(os.environ["OTEL_MCP_SUITE_RESULTS"], "a", encoding="utf-8") as results:
-        results.write(json.dumps([report.nodeid, outcome]) + "\n")
+        results.write(json.dumps([nodeid, outcome]) + "\n")
