@@ -46,8 +46,11 @@ def server_environment(endpoint: str) -> dict[str, str]:
     `opentelemetry-instrument` would read them."""
     defaults = exporter_environment(endpoint)
     # The ghost WARNING as an OTLP log record, tied to its span (OTEL_LOGS_EXPORTER=none turns it off).
-    defaults.update({"OTEL_LOGS_EXPORTER": "otlp_proto_http", "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true",
-                     "OTEL_BLRP_SCHEDULE_DELAY": "200"})
+    defaults.update({
+        "OTEL_LOGS_EXPORTER": "otlp_proto_http",
+        "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true",
+        "OTEL_BLRP_SCHEDULE_DELAY": "200",
+    })
     return {**defaults, **{name: value for name, value in os.environ.items() if name.startswith("OTEL_")}}
 
 
@@ -135,8 +138,9 @@ def print_tables(sink: OtlpSink, vault: Path, ghost_notes: list[str]) -> None:
     for log in sink.logs:
         if log.severity_text == "WARN":
             span = ghost_spans.get((log.trace_id, log.span_id))
-            print(f"  {log.attributes.get('gen_ai.tool.name', '?'):<20} risk {log.attributes.get('tool.ghost_risk')!s:<11}"
-                  f" span {log.span_id} {'= the ghost span' if span is not None else 'NOT a ghost span'}")
+            tool, risk = log.attributes.get("gen_ai.tool.name", "?"), log.attributes.get("tool.ghost_risk")
+            print(f"  {tool:<20} risk {risk!s:<11} span {log.span_id} "
+                  f"{'= the ghost span' if span is not None else 'NOT a ghost span'}")
 
 
 async def main() -> None:

@@ -9,6 +9,8 @@ from typing import Any
 
 import anyio
 
+from tests.support import until
+
 try:
     from mcp.server.mcpserver import MCPServer as HighLevelServer
 except ImportError:  # mcp 1.x
@@ -37,6 +39,16 @@ async def _shielded_commit(gates: Gates, path: str) -> str:
         await gates.release.wait()
         gates.side_effects.append(path)
     return f"wrote {path}"
+
+
+async def make_ghost(peer: Any, gates: Gates, request_id: Any, tool: str, path: str) -> None:
+    """A raw peer's call of a shielded writing tool, cancelled once it started, then let finish: a ghost."""
+    await peer.request(request_id, "tools/call", {"name": tool, "arguments": {"path": path}})
+    await gates.started.wait()
+    await peer.cancel(request_id, "timed out after 5.0s")
+    await peer.barrier(f"after-{request_id}")
+    gates.let_go()
+    await until(lambda: path in gates.side_effects)
 
 
 def annotated_server(gates: Gates, annotations: dict[str, Any] | None) -> HighLevelServer:

@@ -20,7 +20,7 @@ from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel import ghost_stats
 from tests.conftest import Captured, instrumentation, is_request_span
 from tests.raw_peer import RawPeer, is_result, raw_peer_over, raw_session
-from tests.servers import Gates, notes_server
+from tests.servers import Gates, make_ghost, notes_server
 from tests.subprocess_servers import ghost_then_retry, instrumented_command
 from tests.support import until
 
@@ -35,11 +35,7 @@ async def traffic(peer: RawPeer, gates: Gates) -> None:
     for n in range(CALLS - 1):
         tool = "echo" if n % 2 else "broken"
         assert is_result(await peer.call(n, "tools/call", {"name": tool, "arguments": {"text": "x"}}))
-    await peer.request("ghost", "tools/call", {"name": "shielded_write", "arguments": {"path": "a.md"}})
-    await gates.started.wait()
-    await peer.cancel("ghost", "stop")
-    await peer.barrier("cancel-read")
-    gates.let_go()
+    await make_ghost(peer, gates, "ghost", "shielded_write", "a.md")
     await peer.barrier("ghost-done")
 
 
@@ -110,7 +106,8 @@ async def test_the_ghost_warning_reaches_an_otlp_backend_tied_to_its_span(sink: 
             await ghost_then_retry(peer, tmp_path)
             await until(lambda: any(log.severity_text == "WARN" for log in sink.logs), seconds=30)
             await until(lambda: any(s.attributes.get("jsonrpc.request.id") == "100" for s in sink.server_spans()))
-    (ghost,) = [s for s in sink.server_spans(SCOPE) if is_request_span(s) and s.attributes["jsonrpc.request.id"] == "100"]
+    requests = [s for s in sink.server_spans(SCOPE) if is_request_span(s)]
+    (ghost,) = [s for s in requests if s.attributes["jsonrpc.request.id"] == "100"]
     (warning,) = [log for log in sink.logs if log.severity_text == "WARN"]
     assert (warning.trace_id, warning.span_id) == (ghost.trace_id, ghost.span_id)
     assert warning.body.startswith("mcp.ghost_response.suppressed_after_cancel_ack")

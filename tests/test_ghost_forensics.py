@@ -8,22 +8,13 @@ import pytest
 
 from otel_mcp_cancel import ghost_stats, retries
 from otel_mcp_cancel.request_state import LIVE
-from tests.raw_peer import RawPeer, is_result, raw_session
-from tests.servers import Gates, annotated_server, listing_lowlevel_server, notes_server
+from tests.raw_peer import is_result, raw_session
+from tests.servers import Gates, annotated_server, listing_lowlevel_server, make_ghost, notes_server
 from tests.support import until
 
 pytestmark = pytest.mark.anyio
 
 SECRET = "argument-value-7f3a9c"  # must never appear in exported telemetry
-
-
-async def make_ghost(peer: RawPeer, gates: Gates, request_id: int, tool: str, path: str) -> None:
-    await peer.request(request_id, "tools/call", {"name": tool, "arguments": {"path": path}})
-    await gates.started.wait()
-    await peer.cancel(request_id, "timed out after 5.0s")
-    await peer.barrier(f"after-{request_id}")
-    gates.let_go()
-    await until(lambda: path in gates.side_effects)
 
 
 async def span_of(captured, request_id: Any):

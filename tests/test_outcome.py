@@ -13,7 +13,8 @@ from otel_mcp_cancel.outcome import Answer, HandlerEnd, Verdict, classify
     ("handler", "answer", "cancelled", "expected"),
     [
         (HandlerEnd.RETURNED, Answer.result(False), False, Verdict("ok")),
-        (HandlerEnd.RETURNED_TOOL_ERROR, Answer.result(True), False, Verdict("failed", "tool_error", None, True, TOOL_ERROR)),
+        (HandlerEnd.RETURNED_TOOL_ERROR, Answer.result(True), False,
+         Verdict("failed", "tool_error", None, True, TOOL_ERROR)),
         (HandlerEnd.RAISED, Answer.error(0), False, Verdict("failed", "0", "0", True)),
         (HandlerEnd.RAISED, Answer.error(-32603), False, Verdict("failed", "-32603", "-32603", True)),
         # A JSON-RPC error's message is the span's status description, cut like any peer-supplied string.

@@ -130,7 +130,7 @@ def test_one_string_from_the_code_to_every_shipped_file() -> None:
     collector = COLLECTOR.read_text()
     dashboard = "\n".join(query for queries in dashboard_queries().values() for query in queries)
     alerts = ALERTS.read_text()
-    readme = README.read_text()
+    readme = "\n".join(path.read_text() for path in [README, *sorted((ROOT / "docs").glob("*.md"))])
     # The collector sees OpenTelemetry names; dashboards and alerts see Prometheus' normalised ones.
     for name in (conventions.TOOL_OUTCOME, conventions.GEN_AI_TOOL_NAME, conventions.MCP_METHOD_NAME):
         assert f'"{name}"' in collector or f"name: {name}" in collector, name

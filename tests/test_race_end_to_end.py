@@ -5,8 +5,9 @@ Each call's cancel lands after its request reached the wire: at once (before the
 mid-work, about when the handler returns, through the client's own read timeout, or never. Mid-work is
 made, not hoped for: the handler holds at a gate (`tests/race_server.py`) until the server has read the
 cancel, and the first calls take every combination of window, shielding and failing on purpose, so
-every run has plain cancels, ghosts and failures; the other windows race at random. The tool records what really happened (its side effect is done: `tests/race_server.py`);
-a recorder on the wire (`tests/wire.py`) sees every request, answer and cancel. Then, for every call:
+every run has plain cancels, ghosts and failures; the other windows race at random. The tool records
+what really happened (its side effect is done); a recorder on the wire (`tests/wire.py`) sees every
+request, answer and cancel. Then, for every call:
 
 - exactly one CLIENT span and one SERVER span, in one trace;
 - the client span's `tool.outcome` (and cancel reason) is what the caller got;

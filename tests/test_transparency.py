@@ -12,7 +12,7 @@ from opentelemetry.trace import SpanKind
 from otel_mcp_cancel import tool_registry
 from tests.raw_peer import is_error, is_result, raw_session, served_in_memory
 from tests.sdk_client import sdk_client
-from tests.servers import Gates, notes_server
+from tests.servers import Gates, make_ghost, notes_server
 from tests.support import only_v1, only_v2, until
 
 pytestmark = pytest.mark.anyio
@@ -60,11 +60,7 @@ async def test_a_failing_detail_costs_only_that_detail(captured, plugin_log, mon
     monkeypatch.setattr(tool_registry, "listed_annotations", broken)
     gates = Gates()
     async with raw_session(notes_server(gates)) as peer:
-        await peer.request(1, "tools/call", {"name": "shielded_write", "arguments": {"path": "a.md"}})
-        await gates.started.wait()
-        await peer.cancel(1, "stop")
-        await peer.barrier("cancel-read")
-        gates.let_go()
+        await make_ghost(peer, gates, 1, "shielded_write", "a.md")
         answer = await peer.call(2, "tools/call", {"name": "no-such-tool", "arguments": {}})
         assert not is_result(answer) or answer.result.get("isError")
         await until(lambda: len([s for s in captured.request_spans() if "tool.outcome" in s.attributes]) == 2)

@@ -18,9 +18,9 @@ import re
 import subprocess
 import sys
 import tarfile
-import tomllib
 from pathlib import Path
 
+import tomllib
 from packaging.markers import Marker
 
 HERE = Path(__file__).resolve().parent

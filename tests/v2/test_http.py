@@ -8,8 +8,8 @@ import pytest
 from mcp import Client
 from mcp.client.sse import sse_client
 
-from tests.conftest import is_request_span
 from examples.otlp_sink import OtlpSink
+from tests.conftest import is_request_span
 from tests.subprocess_servers import HttpServer
 from tests.support import cancel_when, until
 

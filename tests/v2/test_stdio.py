@@ -8,8 +8,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.conftest import is_request_span
 from examples.otlp_sink import OtlpSink, exporter_environment
+from tests.conftest import is_request_span
 from tests.subprocess_servers import instrumented_command
 from tests.support import cancel_when, until
 
