@@ -4,6 +4,7 @@ the caller owns, and a failing detail never costs a request its verdict or its m
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any
 
 import pytest
@@ -31,6 +32,8 @@ async def test_the_applications_schema_callback_is_never_called(captured, plugin
     from mcp.server import Server
     from mcp_types import CallToolResult, TextContent
 
+    if "get_tool_input_schema" not in inspect.signature(Server.__init__).parameters:
+        pytest.skip("this mcp's low-level server has no schema callback")
     asked: list[str] = []
 
     def get_tool_input_schema(name: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -91,6 +92,7 @@ def request_attributes(
     method: str,
     method_known: bool,
     params: Mapping[str, Any] | None,
+    target: str | None,
     request_id: object,
     network_transport: str | None,
 ) -> dict[str, Any]:
@@ -99,7 +101,6 @@ def request_attributes(
     attributes: dict[str, Any] = {MCP_METHOD_NAME: bounded(method)} if method_known else {}
     if request_id is not None:
         attributes[JSONRPC_REQUEST_ID] = bounded(str(request_id))
-    target = target_name(params)
     if method == TOOLS_CALL:
         attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
         if target is not None:
@@ -149,6 +150,29 @@ def metric_attributes(
     if network_transport is not None:
         attributes[NETWORK_TRANSPORT] = network_transport
     return attributes
+
+
+@functools.lru_cache(maxsize=4096)
+def duration_attributes(
+    method: str,
+    method_known: bool,
+    tool_name: str | None,
+    tool_registered: bool,
+    protocol_version: str | None,
+    network_transport: str | None,
+    outcome: tuple[tuple[str, Any], ...],
+) -> dict[str, Any]:
+    """A duration record's attributes: the shared ones and the verdict's. Built once per distinct set
+    (their values are bounded and folded) and shared between records: never mutate the result."""
+    attributes = metric_attributes(method, method_known, tool_name, tool_registered, protocol_version,
+                                   network_transport)
+    attributes.update(outcome)
+    return attributes
+
+
+def camel_case(model: Any) -> dict[str, Any] | None:
+    """A pydantic model (tool annotations) as its wire mapping, or None."""
+    return None if model is None else model.model_dump(by_alias=True, exclude_none=True)
 
 
 def captured_content(value: Any) -> str:

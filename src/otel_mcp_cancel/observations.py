@@ -35,11 +35,6 @@ def wire_params(request: Any) -> dict[str, Any] | None:
     return None if params is None else params.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-def camel_case(model: Any) -> dict[str, Any] | None:
-    """A pydantic model (tool annotations) as its wire mapping, or None."""
-    return None if model is None else model.model_dump(by_alias=True, exclude_none=True)
-
-
 def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
     return args[index] if len(args) > index else kwargs[name]
 
@@ -115,7 +110,7 @@ class FrameworkHooks(HookSet):
         record = current_record.get()
         if self.active and record is not None:
             record.tool_registered = True  # the framework only runs tools it has registered
-            record.tool_annotations = camel_case(getattr(instance, "annotations", None))
+            record.registered_annotations = getattr(instance, "annotations", None)
         return await self.user_function(wrapped, instance, args, kwargs)
 
     async def user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -13,7 +13,6 @@ import functools
 import threading
 import time
 import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +29,7 @@ class RequestRecord:
     network_transport: str | None
     span: Span
     method_known: bool = True  # in the protocol's method list, served by this server, or sent by our own side
+    target: str | None = None  # the tool or prompt it names, cut to size
     started: float = field(default_factory=time.perf_counter)
     handler_claimed: bool = False  # an inner hook is reporting how the handler ended
     handler: HandlerEnd | None = None
@@ -43,7 +43,7 @@ class RequestRecord:
     server: Any = None  # the low-level server answering, to ask which tools it registered
     session: Any = None  # the connection or session it came on, to match retries
     tool_registered: bool = False
-    tool_annotations: Mapping[str, Any] | None = None  # as the server registered them
+    registered_annotations: Any = None  # the framework's own annotations object, read when a ghost needs its risk
 
     def note_handler(self, end: HandlerEnd) -> None:
         if self.handler is None:

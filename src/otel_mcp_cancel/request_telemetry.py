@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from otel_mcp_cancel.attributes import (
     captured_content,
+    duration_attributes,
     method_attributes,
     metric_attributes,
     request_attributes,
@@ -83,14 +84,14 @@ class RequestTelemetry:
         if not is_instrumentation_enabled():
             return None
         with contained(f"opening a {self.role} span"):
-            known = self.knows_method(method)
+            known, target = self.knows_method(method), target_name(params)
             span = self._tracer.start_span(
                 span_name(method if known else OTHER, None, target_registered=False),
                 context=self.parent(params),
                 kind=self.kind,
-                attributes=request_attributes(method, known, params, request_id, network_transport),
+                attributes=request_attributes(method, known, params, target, request_id, network_transport),
             )
-            record = RequestRecord(method, params, request_id, network_transport, span, known)
+            record = RequestRecord(method, params, request_id, network_transport, span, known, target)
             self._user_hooks.on_request(self.role, record)
             return record
         return None
@@ -140,10 +141,12 @@ class RequestTelemetry:
         with contained(f"naming a {self.role} span"):
             fold = record.method == TOOLS_CALL and not record.tool_registered
             method = record.method if record.method_known else OTHER
-            span.update_name(span_name(method, target_name(record.params), target_registered=not fold))
-            span.set_attributes(method_attributes(record.method, record.method_known))
+            span.update_name(span_name(method, record.target, target_registered=not fold))
         with contained(f"recording a {self.role} outcome"):
-            span.set_attributes(outcome)
+            # One call: each set_attributes pays the SDK's lock and value checks.
+            named = {} if self.knows_method(record.method) else method_attributes(record.method, record.method_known)
+            version = {} if record.protocol_version is None else {MCP_PROTOCOL_VERSION: record.protocol_version}
+            span.set_attributes({**named, **version, **outcome})
             if verdict.span_error:
                 span.set_status(Status(StatusCode.ERROR, verdict.description))
         with contained(f"describing a {self.role} span"):
@@ -152,8 +155,15 @@ class RequestTelemetry:
             self.annotate(record, verdict)
         self._user_hooks.on_response(self.role, record, verdict)  # after ours: the user's word is last
         with contained(f"measuring a {self.role} request"):
-            attributes = self.metric_attributes(record)
-            attributes.update(outcome)
+            attributes = duration_attributes(
+                record.method,
+                record.method_known,
+                record.target,
+                record.tool_registered,
+                record.protocol_version,
+                record.network_transport,
+                tuple(outcome.items()),
+            )
             self._duration.record(time.perf_counter() - record.started, attributes)
         with contained(f"ending a {self.role} span"):
             span.end()  # last: a span processor that raises here costs no measurement
@@ -170,8 +180,6 @@ class RequestTelemetry:
 
     def _describe_span(self, record: RequestRecord, verdict: Verdict) -> None:
         span = record.span
-        if record.protocol_version is not None:
-            span.set_attribute(MCP_PROTOCOL_VERSION, record.protocol_version)
         if verdict.outcome == OUTCOME_CANCELLED:
             reason = {MCP_CANCEL_REASON: record.cancel_reason} if record.cancel_reason is not None else {}
             span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)
@@ -186,7 +194,7 @@ class RequestTelemetry:
         attributes = metric_attributes(
             record.method,
             record.method_known,
-            target_name(record.params),
+            record.target,
             record.tool_registered,
             record.protocol_version,
             record.network_transport,

@@ -14,7 +14,7 @@ from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, target_name, tool_arguments
+from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, camel_case, tool_arguments
 from otel_mcp_cancel.conventions import (
     EVENT_GHOST_RETRIED,
     EVENT_GHOST_SUPPRESSED,
@@ -130,7 +130,7 @@ class ServerTelemetry(RequestTelemetry):
             self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.risk})
 
     def _risk(self, record: RequestRecord, tool: str | None) -> str:
-        annotations = record.tool_annotations
+        annotations = camel_case(record.registered_annotations)
         if annotations is None and record.server is not None:
             annotations = tool_registry.listed_annotations(record.server, tool)
         return ghost_risk(record.method, annotations)
@@ -160,7 +160,7 @@ class ServerTelemetry(RequestTelemetry):
 
 
 def _tool(record: RequestRecord) -> str | None:
-    return target_name(record.params) if record.method == TOOLS_CALL else None
+    return record.target if record.method == TOOLS_CALL else None
 
 
 _GHOST_METRIC_KEYS = frozenset({MCP_METHOD_NAME, GEN_AI_TOOL_NAME})

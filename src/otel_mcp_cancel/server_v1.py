@@ -26,13 +26,13 @@ from mcp.server.session import ServerSession
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 
 from otel_mcp_cancel import tool_registry
+from otel_mcp_cancel.attributes import camel_case
 from otel_mcp_cancel.conventions import TOOLS_LIST
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import Hook
 from otel_mcp_cancel.observations import (
     FrameworkHooks,
     arg,
-    camel_case,
     cancel_reason,
     is_tool_error,
     network_transport,
