@@ -12,7 +12,9 @@ hits all alike, and each figure is the median over rounds:
   periodic metric reader, OTLP/HTTP to a receiver in the parent process);
 - `floor`: the same providers, no plugin; the SDK's own calls for what the plugin records per call:
   a SERVER and a CLIENT span with the attributes ours carry, their outcome, and one record in each
-  duration histogram, timed alone.
+  duration histogram, timed alone;
+- `sdk` (mcp 2.x): the same providers as the global ones, no plugin: mcp's own spans, for comparison.
+Where there are providers, exporting what the calls queued (a flush) is inside the timing.
 `plugin adds` = plugin − none per call (on mcp 2.x it includes standing in for the SDK's own spans);
 the ratio to report is plugin adds / floor.
 """
@@ -36,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from examples.otlp_sink import OtlpSink  # noqa: E402
 
-MODES = ("none", "plugin", "floor")
+MODES = ("none", "plugin", "floor", "sdk")
 WARM_UP = 200
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
 
@@ -53,6 +55,15 @@ def providers(endpoint: str) -> tuple[Any, Any]:
     tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")))
     reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"))
     return tracer_provider, MeterProvider(metric_readers=[reader])
+
+
+def flusher(tracer_provider: Any, meter_provider: Any) -> Any:
+    """Export what is queued now: the batch processor's and the reader's CPU belong to the calls measured."""
+    def flush() -> None:
+        tracer_provider.force_flush()
+        meter_provider.force_flush()
+
+    return flush
 
 
 def floor_per_call(tracer_provider: Any, meter_provider: Any, calls: int) -> float:
@@ -82,11 +93,13 @@ def floor_per_call(tracer_provider: Any, meter_provider: Any, calls: int) -> flo
         client.set_attributes(outcome)
         client_duration.record(0.001, metric)
         client.end()
+    flusher(tracer_provider, meter_provider)()
     return (time.perf_counter() - started) / calls
 
 
-async def traffic(calls: int) -> float:
-    """Seconds per tools/call, the SDK's own client and server over memory streams."""
+async def traffic(calls: int, flush: Any = None) -> float:
+    """Seconds per tools/call, the SDK's own client and server over memory streams; `flush()`, if given,
+    runs inside the timing (what the calls left to export is part of their cost)."""
     import anyio
     from mcp.shared.memory import create_client_server_memory_streams
 
@@ -114,23 +127,27 @@ async def traffic(calls: int) -> float:
                     yield client_read, client_write
 
                 async with Client(streams(), mode="legacy") as session:
-                    seconds = await timed(session, calls)
+                    seconds = await timed(session, calls, flush)
             else:
                 from mcp import ClientSession
 
                 async with ClientSession(client_read, client_write) as session:
                     await session.initialize()
-                    seconds = await timed(session, calls)
+                    seconds = await timed(session, calls, flush)
             tg.cancel_scope.cancel()
     return seconds
 
 
-async def timed(session: Any, calls: int) -> float:
+async def timed(session: Any, calls: int, flush: Any) -> float:
     for _ in range(WARM_UP):
         await session.call_tool("echo", {"text": "warm"})
+    if flush is not None:
+        flush()
     started = time.perf_counter()
     for _ in range(calls):
         await session.call_tool("echo", {"text": "hello"})
+    if flush is not None:
+        flush()
     return (time.perf_counter() - started) / calls
 
 
@@ -140,17 +157,23 @@ def child(mode: str, calls: int, endpoint: str, profile: bool) -> dict[str, floa
     if mode == "none":
         return {"per_call": anyio.run(traffic, calls)}
     tracer_provider, meter_provider = providers(endpoint)
+    flush = flusher(tracer_provider, meter_provider)
     if mode == "floor":
         floor_per_call(tracer_provider, meter_provider, WARM_UP)
         return {"per_call": floor_per_call(tracer_provider, meter_provider, calls)}
+    if mode == "sdk":  # mcp 2.x's own spans, through the global provider
+        from opentelemetry import trace
+
+        trace.set_tracer_provider(tracer_provider)
+        return {"per_call": anyio.run(traffic, calls, flush)}
     from otel_mcp_cancel import McpCancelInstrumentor
 
     McpCancelInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
     if not profile:
-        return {"per_call": anyio.run(traffic, calls)}
+        return {"per_call": anyio.run(traffic, calls, flush)}
     profiler = cProfile.Profile()
     profiler.enable()
-    per_call = anyio.run(traffic, calls)
+    per_call = anyio.run(traffic, calls, flush)
     profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats("otel_mcp_cancel|opentelemetry", 30)
@@ -181,9 +204,10 @@ def main() -> None:
         if options.profile:
             run_child(options.profile, calls, sink.endpoint, profile=True)
             return
-        measured: dict[str, list[float]] = {mode: [] for mode in MODES}
+        modes = MODES if MCP_MAJOR == 2 else MODES[:3]
+        measured: dict[str, list[float]] = {mode: [] for mode in modes}
         for _ in range(rounds):
-            for mode in MODES:
+            for mode in modes:
                 measured[mode].append(run_child(mode, calls, sink.endpoint))
     finally:
         sink.stop()
@@ -191,10 +215,11 @@ def main() -> None:
     added = us["plugin"] - us["none"]
     print(f"mcp {importlib.metadata.version('mcp')}, {calls} calls x {rounds} rounds, in-process over memory streams")
     print("| mcp | no telemetry µs/call | plugin µs/call | plugin adds µs | floor µs (2 spans + 2 records) "
-          "| adds / floor |")
-    print("|---|---|---|---|---|---|")
+          "| adds / floor | mcp's own spans add µs |")
+    print("|---|---|---|---|---|---|---|")
+    own = f"{us['sdk'] - us['none']:.0f}" if "sdk" in us else "–"
     print(f"| {importlib.metadata.version('mcp')} | {us['none']:.0f} | {us['plugin']:.0f} | {added:.0f} | "
-          f"{us['floor']:.0f} | {added / us['floor']:.2f} |")
+          f"{us['floor']:.0f} | {added / us['floor']:.2f} | {own} |")
 
 
 if __name__ == "__main__":
