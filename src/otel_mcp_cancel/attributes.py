@@ -152,7 +152,6 @@ def metric_attributes(
     return attributes
 
 
-@functools.lru_cache(maxsize=4096)
 def duration_attributes(
     method: str,
     method_known: bool,
@@ -162,10 +161,23 @@ def duration_attributes(
     network_transport: str | None,
     outcome: tuple[tuple[str, Any], ...],
 ) -> dict[str, Any]:
-    """A duration record's attributes: the shared ones and the verdict's. Built once per distinct set
-    (their values are bounded and folded) and shared between records: never mutate the result."""
-    attributes = metric_attributes(method, method_known, tool_name, tool_registered, protocol_version,
-                                   network_transport)
+    """A duration record's attributes: the shared ones and the verdict's. Never mutate the result: it is
+    built once per distinct set and shared between records."""
+    folded_tool = tool_name if tool_registered or tool_name is None else OTHER
+    return _duration_attributes(method if method_known else OTHER, folded_tool, protocol_version,
+                                network_transport, outcome)
+
+
+# Keyed by folded values only, so a peer's invented names cannot churn the cache.
+@functools.lru_cache(maxsize=1024)
+def _duration_attributes(
+    method: str,
+    tool_name: str | None,
+    protocol_version: str | None,
+    network_transport: str | None,
+    outcome: tuple[tuple[str, Any], ...],
+) -> dict[str, Any]:
+    attributes = metric_attributes(method, True, tool_name, True, protocol_version, network_transport)
     attributes.update(outcome)
     return attributes
 
