@@ -3,6 +3,7 @@ same telemetry (2 spans and 2 histogram records, with the same attributes).
 
     python benchmarks/hot_path.py [--calls 2000] [--rounds 3]       # on the installed mcp line
     python benchmarks/hot_path.py --profile plugin                    # cProfile of one run, top 30
+    python benchmarks/hot_path.py --before /tmp/old/src               # also another checkout's plugin, interleaved
 
 Client and server run in one process over memory streams: the full JSON-RPC path, no IPC noise. Each
 measurement is a fresh process (instrumentation is process-wide); rounds interleave the modes so drift
@@ -12,7 +13,7 @@ hits all alike, and each figure is the median over rounds:
   periodic metric reader, OTLP/HTTP to a receiver in the parent process);
 - `floor`: the same providers, no plugin; the SDK's own calls for what the plugin records per call:
   a SERVER and a CLIENT span with the attributes ours carry, their outcome, and one record in each
-  duration histogram, timed alone;
+  duration histogram in its span's context (so with the exemplar ours carry), timed alone;
 - `sdk` (mcp 2.x): the same providers as the global ones, no plugin: mcp's own spans, for comparison.
 Where there are providers, exporting what the calls queued (a flush) is inside the timing.
 `plugin adds` = plugin − none per call (on mcp 2.x it includes standing in for the SDK's own spans);
@@ -26,6 +27,7 @@ import cProfile
 import importlib.metadata
 import io
 import json
+import os
 import pstats
 import statistics
 import subprocess
@@ -68,7 +70,7 @@ def flusher(tracer_provider: Any, meter_provider: Any) -> Any:
 
 def floor_per_call(tracer_provider: Any, meter_provider: Any, calls: int) -> float:
     """Seconds per call for the SDK's own work: 2 spans and 2 histogram records, our attributes."""
-    from opentelemetry.trace import SpanKind
+    from opentelemetry.trace import SpanKind, set_span_in_context
 
     tracer = tracer_provider.get_tracer("floor")
     meter = meter_provider.get_meter("floor")
@@ -88,10 +90,10 @@ def floor_per_call(tracer_provider: Any, meter_provider: Any, calls: int) -> flo
         client = tracer.start_span("tools/call echo", kind=SpanKind.CLIENT, attributes=request)
         server = tracer.start_span("tools/call echo", kind=SpanKind.SERVER, attributes=request)
         server.set_attributes({"mcp.protocol.version": "2025-06-18", **outcome})
-        server_duration.record(0.001, metric)
+        server_duration.record(0.001, metric, context=set_span_in_context(server))  # with its exemplar, as ours
         server.end()
         client.set_attributes(outcome)
-        client_duration.record(0.001, metric)
+        client_duration.record(0.001, metric, context=set_span_in_context(client))
         client.end()
     flusher(tracer_provider, meter_provider)()
     return (time.perf_counter() - started) / calls
@@ -181,9 +183,11 @@ def child(mode: str, calls: int, endpoint: str, profile: bool) -> dict[str, floa
     return {"per_call": per_call}
 
 
-def run_child(mode: str, calls: int, endpoint: str, profile: bool = False) -> float:
+def run_child(mode: str, calls: int, endpoint: str, profile: bool = False, source: str | None = None) -> float:
+    """One measurement in a fresh process; `source`: import the plugin from that checkout's src/ instead."""
     command = [sys.executable, __file__, "--child", mode, str(calls), endpoint] + (["--profile"] if profile else [])
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    environment = {**os.environ, "PYTHONPATH": source} if source else None
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=environment)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
     if profile:
@@ -197,6 +201,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", choices=MODES, help="profile one run of this mode instead of measuring")
     parser.add_argument("--smoke", action="store_true", help="a few calls each, to check that it works")
+    parser.add_argument("--before", help="src/ of another checkout: its plugin is measured too, interleaved")
     options = parser.parse_args()
     calls, rounds = (50, 1) if options.smoke else (options.calls, options.rounds)
     sink = OtlpSink(keep=False).start()
@@ -204,11 +209,14 @@ def main() -> None:
         if options.profile:
             run_child(options.profile, calls, sink.endpoint, profile=True)
             return
-        modes = MODES if MCP_MAJOR == 2 else MODES[:3]
+        modes = list(MODES if MCP_MAJOR == 2 else MODES[:3]) + (["before"] if options.before else [])
         measured: dict[str, list[float]] = {mode: [] for mode in modes}
         for _ in range(rounds):
             for mode in modes:
-                measured[mode].append(run_child(mode, calls, sink.endpoint))
+                if mode == "before":
+                    measured[mode].append(run_child("plugin", calls, sink.endpoint, source=options.before))
+                else:
+                    measured[mode].append(run_child(mode, calls, sink.endpoint))
     finally:
         sink.stop()
     us = {mode: 1e6 * statistics.median(values) for mode, values in measured.items()}
@@ -218,8 +226,13 @@ def main() -> None:
           "| adds / floor | mcp's own spans add µs |")
     print("|---|---|---|---|---|---|---|")
     own = f"{us['sdk'] - us['none']:.0f}" if "sdk" in us else "–"
-    print(f"| {importlib.metadata.version('mcp')} | {us['none']:.0f} | {us['plugin']:.0f} | {added:.0f} | "
+    version = importlib.metadata.version("mcp")
+    print(f"| {version} | {us['none']:.0f} | {us['plugin']:.0f} | {added:.0f} | "
           f"{us['floor']:.0f} | {added / us['floor']:.2f} | {own} |")
+    if "before" in us:
+        before = us["before"] - us["none"]
+        print(f"| {version}, plugin from {options.before} | {us['none']:.0f} | {us['before']:.0f} | {before:.0f} | "
+              f"{us['floor']:.0f} | {before / us['floor']:.2f} | {own} |")
 
 
 if __name__ == "__main__":
