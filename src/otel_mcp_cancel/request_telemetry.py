@@ -155,15 +155,7 @@ class RequestTelemetry:
             self.annotate(record, verdict)
         self._user_hooks.on_response(self.role, record, verdict)  # after ours: the user's word is last
         with contained(f"measuring a {self.role} request"):
-            attributes = duration_attributes(
-                record.method,
-                record.method_known,
-                record.target,
-                record.tool_registered,
-                record.protocol_version,
-                record.network_transport,
-                tuple(outcome.items()),
-            )
+            attributes = duration_attributes(*_metric_fields(record), tuple(outcome.items()))
             self._duration.record(time.perf_counter() - record.started, attributes)
         with contained(f"ending a {self.role} span"):
             span.end()  # last: a span processor that raises here costs no measurement
@@ -191,12 +183,17 @@ class RequestTelemetry:
                 span.set_attribute(GEN_AI_TOOL_CALL_RESULT, captured_content(record.result))
 
     def metric_attributes(self, record: RequestRecord, keys: frozenset[str] | None = None) -> dict[str, Any]:
-        attributes = metric_attributes(
-            record.method,
-            record.method_known,
-            record.target,
-            record.tool_registered,
-            record.protocol_version,
-            record.network_transport,
-        )
+        attributes = metric_attributes(*_metric_fields(record))
         return attributes if keys is None else {key: value for key, value in attributes.items() if key in keys}
+
+
+def _metric_fields(record: RequestRecord) -> tuple[str, bool, str | None, bool, str | None, str | None]:
+    """What a request's metric attributes are made of, in `attributes.metric_attributes`' order."""
+    return (
+        record.method,
+        record.method_known,
+        record.target,
+        record.tool_registered,
+        record.protocol_version,
+        record.network_transport,
+    )
