@@ -134,50 +134,37 @@ def metric_attributes(
     tool_registered: bool,
     protocol_version: str | None,
     network_transport: str | None,
+    outcome: tuple[tuple[str, Any], ...] = (),
 ) -> dict[str, Any]:
-    """The allow-listed, low-cardinality attributes every server metric shares.
+    """The allow-listed, low-cardinality attributes every server metric shares, and a verdict's.
 
     Never request ids, session ids or reasons. A method or tool name the server does not serve
-    becomes _OTHER, so random names cannot grow the series count.
+    becomes _OTHER, so random names cannot grow the series count. Built once per distinct folded set
+    and shared between records: never mutate the result.
     """
-    attributes: dict[str, Any] = {MCP_METHOD_NAME: bounded(method) if method_known else OTHER}
-    if method == TOOLS_CALL:
-        attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
-        if tool_name is not None:
-            attributes[GEN_AI_TOOL_NAME] = tool_name if tool_registered else OTHER
-    if protocol_version is not None:
-        attributes[MCP_PROTOCOL_VERSION] = bounded(protocol_version)
-    if network_transport is not None:
-        attributes[NETWORK_TRANSPORT] = network_transport
-    return attributes
-
-
-def duration_attributes(
-    method: str,
-    method_known: bool,
-    tool_name: str | None,
-    tool_registered: bool,
-    protocol_version: str | None,
-    network_transport: str | None,
-    outcome: tuple[tuple[str, Any], ...],
-) -> dict[str, Any]:
-    """A duration record's attributes: the shared ones and the verdict's. Never mutate the result: it is
-    built once per distinct set and shared between records."""
     folded_tool = tool_name if tool_registered or tool_name is None else OTHER
-    return _duration_attributes(method if method_known else OTHER, folded_tool, protocol_version,
-                                network_transport, outcome)
+    return _metric_attributes(method if method_known else OTHER, folded_tool, protocol_version, network_transport,
+                              outcome)
 
 
 # Keyed by folded values only, so a peer's invented names cannot churn the cache.
 @functools.lru_cache(maxsize=1024)
-def _duration_attributes(
+def _metric_attributes(
     method: str,
     tool_name: str | None,
     protocol_version: str | None,
     network_transport: str | None,
     outcome: tuple[tuple[str, Any], ...],
 ) -> dict[str, Any]:
-    attributes = metric_attributes(method, True, tool_name, True, protocol_version, network_transport)
+    attributes: dict[str, Any] = {MCP_METHOD_NAME: bounded(method)}
+    if method == TOOLS_CALL:
+        attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
+        if tool_name is not None:
+            attributes[GEN_AI_TOOL_NAME] = tool_name
+    if protocol_version is not None:
+        attributes[MCP_PROTOCOL_VERSION] = bounded(protocol_version)
+    if network_transport is not None:
+        attributes[NETWORK_TRANSPORT] = network_transport
     attributes.update(outcome)
     return attributes
 

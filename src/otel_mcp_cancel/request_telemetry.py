@@ -22,7 +22,6 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from otel_mcp_cancel.attributes import (
     captured_content,
-    duration_attributes,
     method_attributes,
     metric_attributes,
     request_attributes,
@@ -155,7 +154,7 @@ class RequestTelemetry:
             self.annotate(record, verdict)
         self._user_hooks.on_response(self.role, record, verdict)  # after ours: the user's word is last
         with contained(f"measuring a {self.role} request"):
-            attributes = duration_attributes(*_metric_fields(record), tuple(outcome.items()))
+            attributes = metric_attributes(*_metric_fields(record), tuple(outcome.items()))
             self._duration.record(time.perf_counter() - record.started, attributes)
         with contained(f"ending a {self.role} span"):
             span.end()  # last: a span processor that raises here costs no measurement
@@ -182,9 +181,9 @@ class RequestTelemetry:
             if record.result is not None:
                 span.set_attribute(GEN_AI_TOOL_CALL_RESULT, captured_content(record.result))
 
-    def metric_attributes(self, record: RequestRecord, keys: frozenset[str] | None = None) -> dict[str, Any]:
-        attributes = metric_attributes(*_metric_fields(record))
-        return attributes if keys is None else {key: value for key, value in attributes.items() if key in keys}
+    def metric_attributes(self, record: RequestRecord, keys: frozenset[str]) -> dict[str, Any]:
+        """A new dict of the request's shared metric attributes named in `keys` (ghost and retry counters)."""
+        return {key: value for key, value in metric_attributes(*_metric_fields(record)).items() if key in keys}
 
 
 def _metric_fields(record: RequestRecord) -> tuple[str, bool, str | None, bool, str | None, str | None]:
