@@ -27,7 +27,8 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import SpanKind
 
-from otel_mcp_cancel import McpCancelInstrumentor, client_transports, faults
+from otel_mcp_cancel import McpCancelInstrumentor, faults
+from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.request_state import LIVE
 from tests.conftest import SPANS, TRACER_PROVIDER, Captured, instrumentation, is_request_span
 from tests.raw_peer import is_result, raw_session, served_in_memory

@@ -13,7 +13,8 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.trace import SpanKind, StatusCode
 from packaging.requirements import Requirement
 
-from otel_mcp_cancel import McpCancelInstrumentor, _hooks_for_installed_mcp, hooks
+from otel_mcp_cancel import McpCancelInstrumentor, _hooks_for_installed_mcp
+from otel_mcp_cancel.hooks import wrapping
 from otel_mcp_cancel.package import _instruments
 from tests.conftest import SPANS, TRACER_PROVIDER, instrumented
 from tests.raw_peer import raw_session
@@ -25,13 +26,13 @@ SDK_SCOPE = "mcp-python-sdk"  # mcp 2.x's own OpenTelemetryMiddleware
 WRAPPER = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 
 
-def installed_hooks() -> list[hooks.Hook]:
+def installed_hooks() -> list[wrapping.Hook]:
     """The hook points of the installed SDK line."""
     return [hook for make in _hooks_for_installed_mcp() for hook in make(None).hooks()]
 
 
 def hooked_callables() -> list[object]:
-    return [getattr(*hooks.target(hook)) for hook in installed_hooks()]
+    return [getattr(*wrapping.target(hook)) for hook in installed_hooks()]
 
 
 async def two_calls() -> None:
@@ -76,14 +77,14 @@ def test_every_hook_point_of_the_installed_line_exists() -> None:
 @pytest.mark.anyio
 async def test_uninstrument_restores_every_hook() -> None:
     originals = hooked_callables()
-    owned = [name in vars(owner) for owner, name in map(hooks.target, installed_hooks())]
+    owned = [name in vars(owner) for owner, name in map(wrapping.target, installed_hooks())]
     instrumentor = McpCancelInstrumentor()
     instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
     assert all(isinstance(target, WRAPPER) for target in hooked_callables())
     instrumentor.uninstrument()
     assert hooked_callables() == originals
     # A method the class inherited is inherited again, not left behind as the class's own copy.
-    assert [name in vars(owner) for owner, name in map(hooks.target, installed_hooks())] == owned
+    assert [name in vars(owner) for owner, name in map(wrapping.target, installed_hooks())] == owned
     assert not any(isinstance(target, WRAPPER) for target in hooked_callables())
     SPANS.clear()
     await two_calls()
@@ -97,7 +98,7 @@ async def test_uninstrument_restores_every_hook() -> None:
 async def test_a_wrapper_kept_after_uninstrument_is_a_pass_through() -> None:
     instrumentor = McpCancelInstrumentor()
     instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
-    kept = [(owner, name, owner.__dict__[name]) for owner, name in map(hooks.target, installed_hooks())]
+    kept = [(owner, name, owner.__dict__[name]) for owner, name in map(wrapping.target, installed_hooks())]
     instrumentor.uninstrument()
     SPANS.clear()
     for owner, name, wrapper in kept:
@@ -148,7 +149,8 @@ async def test_cancelled_spans_can_be_marked_error(monkeypatch) -> None:
 
 def test_a_missing_hook_point_is_skipped_with_a_warning(caplog) -> None:
     caplog.set_level(logging.WARNING, logger="otel_mcp_cancel")
-    applied = hooks.apply([hooks.Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._no_such_method", print)])
+    missing = wrapping.Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._no_such_method", print)
+    applied = wrapping.apply([missing])
     assert applied == []
     assert "JSONRPCDispatcher._no_such_method not found" in caplog.text
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from examples.otlp_sink import OtlpSink, exporter_environment
-from otel_mcp_cancel import client_transports
+from otel_mcp_cancel.hooks import client_transports
 from tests.subprocess_servers import instrumented_command
 from tests.support import MCP_MAJOR, cancel_when, until
 

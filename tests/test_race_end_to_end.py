@@ -39,7 +39,7 @@ from mcp.client.stdio import stdio_client
 from opentelemetry.trace import SpanKind
 
 from examples.otlp_sink import OtlpSink, exporter_environment
-from otel_mcp_cancel import client_transports
+from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.request_state import LIVE
 from tests.conftest import Captured, instrumented
 from tests.race_server import Gates, race_server

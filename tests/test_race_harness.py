@@ -22,7 +22,7 @@ from collections import Counter
 import anyio
 import pytest
 
-from otel_mcp_cancel import client_transports
+from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.request_state import LIVE
 from tests.race_server import Gates, race_server
 from tests.raw_peer import RawPeer, is_error, is_result, raw_session

@@ -56,8 +56,8 @@ class McpCancelInstrumentor(BaseInstrumentor):
         except ImportError as exc:
             logger.warning("otel_mcp_cancel: mcp is not importable (%s); nothing is instrumented", exc)
             return
-        from otel_mcp_cancel import hooks
         from otel_mcp_cancel.client_telemetry import ClientTelemetry
+        from otel_mcp_cancel.hooks import wrapping
         from otel_mcp_cancel.instruments import create_instruments
         from otel_mcp_cancel.request_telemetry import SpanOptions
         from otel_mcp_cancel.retries import GhostRetries
@@ -78,22 +78,22 @@ class McpCancelInstrumentor(BaseInstrumentor):
             server_hooks(ServerTelemetry(tracer, instruments, retries, options)),
             client_hooks(ClientTelemetry(tracer, instruments, options)),
         ]
-        self._applied = hooks.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])
+        self._applied = wrapping.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        from otel_mcp_cancel import hooks
+        from otel_mcp_cancel.hooks import wrapping
 
         for hook_set in self._hook_sets:
             hook_set.stop()
-        hooks.remove(self._applied)
+        wrapping.remove(self._applied)
         self._hook_sets, self._applied = [], []
 
 
 def _hooks_for_installed_mcp() -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     """The server and client hook sets for the installed SDK line; ImportError when mcp is missing."""
     if importlib.metadata.version("mcp").split(".")[0] == "1":
-        from otel_mcp_cancel.client_v1 import ClientHooksV1
-        from otel_mcp_cancel.server_v1 import ServerHooksV1
+        from otel_mcp_cancel.hooks.client_v1 import ClientHooksV1
+        from otel_mcp_cancel.hooks.server_v1 import ServerHooksV1
 
         guard = _choice(OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD, ("on", "off")) == "on"
         courtesy_cancel = _choice(OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL, ("off", "on")) == "on"
@@ -101,8 +101,8 @@ def _hooks_for_installed_mcp() -> tuple[Callable[[Any], Any], Callable[[Any], An
             lambda telemetry: ServerHooksV1(telemetry, guard=guard),
             lambda telemetry: ClientHooksV1(telemetry, courtesy_cancel=courtesy_cancel),
         )
-    from otel_mcp_cancel.client_v2 import ClientHooksV2
-    from otel_mcp_cancel.server_v2 import ServerHooksV2
+    from otel_mcp_cancel.hooks.client_v2 import ClientHooksV2
+    from otel_mcp_cancel.hooks.server_v2 import ServerHooksV2
 
     return ServerHooksV2, ClientHooksV2
 

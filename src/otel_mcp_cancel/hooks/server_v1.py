@@ -29,8 +29,7 @@ from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import camel_case
 from otel_mcp_cancel.conventions import TOOLS_LIST
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.observations import (
+from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
     arg,
     cancel_reason,
@@ -39,6 +38,7 @@ from otel_mcp_cancel.observations import (
     note_result,
     wire_params,
 )
+from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord
 from otel_mcp_cancel.server_telemetry import ServerTelemetry

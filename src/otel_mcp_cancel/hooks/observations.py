@@ -8,11 +8,11 @@ from typing import Any
 
 import anyio
 
-from otel_mcp_cancel import client_transports
 from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.conventions import NETWORK_TRANSPORT, NETWORK_TRANSPORT_PIPE, NETWORK_TRANSPORT_TCP
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.hooks import Hook
+from otel_mcp_cancel.hooks import client_transports
+from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 

@@ -19,8 +19,8 @@ from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT, JSONRPC_REQUEST_ID
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.observations import ClientHooks, arg, note_result
+from otel_mcp_cancel.hooks.observations import ClientHooks, arg, note_result
+from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import error_answer
 from otel_mcp_cancel.request_state import current_client_record
 

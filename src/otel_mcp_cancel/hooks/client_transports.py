@@ -20,7 +20,7 @@ from otel_mcp_cancel.conventions import (
     SERVER_ADDRESS,
     SERVER_PORT,
 )
-from otel_mcp_cancel.hooks import Hook
+from otel_mcp_cancel.hooks.wrapping import Hook
 
 _HELPERS = ("stdio_client", "streamable_http_client", "streamablehttp_client", "sse_client")
 # Modules that bind the helpers by name; which ones do varies between releases of both lines.

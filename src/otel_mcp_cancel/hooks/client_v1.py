@@ -22,8 +22,8 @@ from pydantic import BaseModel
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.observations import ClientHooks, arg, note_result, wire_params
+from otel_mcp_cancel.hooks.observations import ClientHooks, arg, note_result, wire_params
+from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import error_answer
 
 # 1.x reports its own read timeout as an HTTP-like 408, which no JSON-RPC peer sends.

@@ -33,8 +33,7 @@ from otel_mcp_cancel.conventions import (
     TOOLS_LIST,
 )
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.hooks import Hook
-from otel_mcp_cancel.observations import (
+from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
     arg,
     cancel_reason,
@@ -42,6 +41,7 @@ from otel_mcp_cancel.observations import (
     note_result,
     observed,
 )
+from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
