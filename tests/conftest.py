@@ -17,6 +17,7 @@ from opentelemetry.trace import SpanKind
 
 from examples.otlp_sink import OtlpSink
 from otel_mcp_cancel import McpCancelInstrumentor
+from tests.frameworks import FRAMEWORKS, Framework
 from tests.support import MCP_MAJOR
 
 # Tests that only make sense on one SDK line live in its own folder.
@@ -35,6 +36,12 @@ def is_request_span(span: Any) -> bool:
     return "jsonrpc.request.id" in span.attributes and not span.attributes.get("mcp.method.name", "").startswith(
         "notifications/"
     )
+
+
+@pytest.fixture(params=FRAMEWORKS, ids=repr)
+def framework(request: pytest.FixtureRequest) -> Framework:
+    """Each server framework the outcome contract holds for (tests/frameworks.py)."""
+    return request.param
 
 
 @pytest.fixture(params=["asyncio"])

@@ -8,7 +8,7 @@ wire: one answer per id, the 1.x cancel acknowledgement, or nothing at all.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
 import anyio
@@ -152,6 +152,12 @@ def lowlevel_of(server: Any) -> Any:
     return getattr(server, "_lowlevel_server", None) or getattr(server, "_mcp_server", None) or server
 
 
+def lifespan_of(server: Any) -> AbstractAsyncContextManager[Any]:
+    """Standalone FastMCP's lifespan, which its own runners enter around the low-level server's run()."""
+    lifespan = getattr(server, "_lifespan_manager", None)
+    return lifespan() if lifespan is not None else nullcontext()
+
+
 @asynccontextmanager
 async def raw_peer_over(read_stream: Any, write_stream: Any) -> AsyncIterator[RawPeer]:
     """A raw peer on any transport's message streams (memory, stdio_client, streamable HTTP), initialized."""
@@ -169,7 +175,7 @@ async def served_in_memory(server: Any, crashes: list[Exception] | None = None) 
     run() dies is recorded in `crashes`, and its client's read stream ends."""
     lowlevel = lowlevel_of(server)
     async with create_client_server_memory_streams() as ((client_read, client_write), (server_read, server_write)):
-        async with anyio.create_task_group() as tg:
+        async with lifespan_of(server), anyio.create_task_group() as tg:
 
             async def serve() -> None:
                 try:

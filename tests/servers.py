@@ -1,5 +1,5 @@
-"""The high-level server the tests drive (MCPServer on 2.x, FastMCP on 1.x), with tools that record
-ground truth and wait on events the test sets."""
+"""The high-level servers the tests drive (the SDK's own, or standalone FastMCP: see tests/frameworks.py),
+with tools that record ground truth and wait on events the test sets."""
 
 from __future__ import annotations
 
@@ -9,12 +9,8 @@ from typing import Any
 
 import anyio
 
+from tests.frameworks import SDK, Framework
 from tests.support import until
-
-try:
-    from mcp.server.mcpserver import MCPServer as HighLevelServer
-except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import FastMCP as HighLevelServer
 
 
 @dataclass
@@ -51,7 +47,7 @@ async def make_ghost(peer: Any, gates: Gates, request_id: Any, tool: str, path: 
     await until(lambda: path in gates.side_effects)
 
 
-def annotated_server(gates: Gates, annotations: dict[str, Any] | None) -> HighLevelServer:
+def annotated_server(gates: Gates, annotations: dict[str, Any] | None, framework: Framework = SDK) -> Any:
     """One shielded writing tool, `commit`, registered with the given annotations (camelCase, as on the wire)."""
     try:
         from mcp_types import ToolAnnotations
@@ -61,14 +57,14 @@ def annotated_server(gates: Gates, annotations: dict[str, Any] | None) -> HighLe
     async def commit(path: str) -> str:
         return await _shielded_commit(gates, path)
 
-    server = HighLevelServer("annotated")
+    server = framework.make("annotated")
     declared = None if annotations is None else ToolAnnotations.model_validate(annotations)
-    server.add_tool(commit, name="commit", annotations=declared)
+    server.tool(name="commit", annotations=declared)(commit)
     return server
 
 
-def notes_server(gates: Gates) -> HighLevelServer:
-    server = HighLevelServer("notes")
+def notes_server(gates: Gates, framework: Framework = SDK) -> Any:
+    server = framework.make("notes")
 
     @server.tool()
     def echo(text: str) -> str:

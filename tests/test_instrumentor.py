@@ -13,9 +13,9 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.trace import SpanKind, StatusCode
 from packaging.requirements import Requirement
 
-from otel_mcp_cancel import McpCancelInstrumentor, _hooks_for_installed_mcp
+from otel_mcp_cancel import McpCancelInstrumentor, _hook_makers
 from otel_mcp_cancel.hooks import wrapping
-from otel_mcp_cancel.package import _instruments
+from otel_mcp_cancel.package import _instruments, _instruments_fastmcp
 from tests.conftest import SPANS, TRACER_PROVIDER, instrumented
 from tests.raw_peer import raw_session
 from tests.servers import Gates, notes_server
@@ -28,7 +28,7 @@ WRAPPER = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 
 def installed_hooks() -> list[wrapping.Hook]:
     """The hook points of the installed SDK line."""
-    return [hook for make in _hooks_for_installed_mcp() for hook in make(None).hooks()]
+    return [hook for _, make in _hook_makers() for hook in make(None).hooks()]
 
 
 def hooked_callables() -> list[object]:
@@ -51,10 +51,14 @@ def request_spans(scope: str) -> list:
     ]
 
 
-def test_instruments_extra_equals_package_instruments() -> None:
+@pytest.mark.parametrize(
+    ("extra_name", "declared_specs"), [("instruments", _instruments), ("fastmcp", _instruments_fastmcp)]
+)
+def test_extras_equal_package_instruments(extra_name: str, declared_specs: tuple[str, ...]) -> None:
     """opentelemetry-instrument reads the package metadata; it must say what package.py says."""
-    extra = [Requirement(line) for line in requires("otel-mcp-cancel") or [] if "extra == 'instruments'" in line]
-    declared = [Requirement(spec) for spec in _instruments]
+    marker = f"extra == '{extra_name}'"
+    extra = [Requirement(line) for line in requires("otel-mcp-cancel") or [] if marker in line]
+    declared = [Requirement(spec) for spec in declared_specs]
     assert [(r.name, r.specifier) for r in extra] == [(r.name, r.specifier) for r in declared]
 
 

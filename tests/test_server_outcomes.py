@@ -61,10 +61,6 @@ def duration_point(captured, method: str, **attributes: Any):
     return points[0]
 
 
-def events(span) -> list[tuple[str, dict[str, Any]]]:
-    return [(event.name, dict(event.attributes)) for event in span.events]
-
-
 async def span_for(captured, request_id: str):
     await until(lambda: any(s.attributes.get("jsonrpc.request.id") == request_id for s in captured.request_spans()))
     (span,) = [s for s in captured.request_spans() if s.attributes.get("jsonrpc.request.id") == request_id]
@@ -92,16 +88,16 @@ def ghost_log_spans() -> Any:
     logging.getLogger("otel_mcp_cancel").removeHandler(handler)
 
 
-async def test_ok(captured) -> None:
-    async with raw_session(notes_server(Gates())) as peer:
+async def test_ok(framework, captured) -> None:
+    async with raw_session(notes_server(Gates(), framework)) as peer:
         answer = await peer.call(10, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
     assert is_result(answer)
     span = await span_for(captured, "10")
     assert span.name == "tools/call echo"
     assert span.instrumentation_scope.name == SCOPE
-    assert dict(span.attributes) == tools_call_attributes(peer, "10", "echo", "ok")
+    assert framework.our_attributes(span) == tools_call_attributes(peer, "10", "echo", "ok")
     assert span.status.status_code is StatusCode.UNSET
-    assert events(span) == []
+    assert framework.our_events(span) == []
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "echo"})
     assert dict(point.attributes) == {
         "mcp.method.name": "tools/call",
@@ -115,13 +111,13 @@ async def test_ok(captured) -> None:
     assert list(point.explicit_bounds) == list(DURATION_BUCKETS)
 
 
-async def test_tool_error_is_failed(captured) -> None:
-    async with raw_session(notes_server(Gates())) as peer:
+async def test_tool_error_is_failed(framework, captured) -> None:
+    async with raw_session(notes_server(Gates(), framework)) as peer:
         answer = await peer.call(11, "tools/call", {"name": "broken", "arguments": {"text": "hi"}})
     assert is_result(answer) and answer.result["isError"] is True
     span = await span_for(captured, "11")
     expected = tools_call_attributes(peer, "11", "broken", "failed", **{"error.type": "tool_error"})
-    assert dict(span.attributes) == expected
+    assert framework.our_attributes(span) == expected
     assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, TOOL_ERROR_DESCRIPTION)
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "broken"})
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"] == "failed"
@@ -145,12 +141,12 @@ async def test_handler_exception_is_a_jsonrpc_error(captured) -> None:
 
 
 @only_v2  # mcp 1.x rejects a request that fails its schema in the receive loop, before any request exists
-async def test_invalid_params_is_failed_but_the_callers_fault(captured) -> None:
-    async with raw_session(notes_server(Gates())) as peer:
+async def test_invalid_params_is_failed_but_the_callers_fault(framework, captured) -> None:
+    async with raw_session(notes_server(Gates(), framework)) as peer:
         answer = await peer.call(13, "tools/call", {"arguments": {}})
     assert is_error(answer, -32602)
     span = await span_for(captured, "13")
-    assert dict(span.attributes) == {
+    assert framework.our_attributes(span) == {
         "mcp.method.name": "tools/call",
         "jsonrpc.request.id": "13",
         "gen_ai.operation.name": "execute_tool",
@@ -163,13 +159,13 @@ async def test_invalid_params_is_failed_but_the_callers_fault(captured) -> None:
 
 
 @only_v2  # mcp 1.x rejects an unknown method in the receive loop, before any request exists
-async def test_unknown_method_is_unset(captured) -> None:
-    async with raw_session(notes_server(Gates())) as peer:
+async def test_unknown_method_is_unset(framework, captured) -> None:
+    async with raw_session(notes_server(Gates(), framework)) as peer:
         answer = await peer.call(14, "no/such/method", {})
     assert is_error(answer, -32601)
     span = await span_for(captured, "14")
     assert span.name == "_OTHER"
-    assert dict(span.attributes) == {
+    assert framework.our_attributes(span) == {
         "mcp.method.name": "_OTHER",
         "mcp.method.name_original": "no/such/method",
         "jsonrpc.request.id": "14",
@@ -182,18 +178,18 @@ async def test_unknown_method_is_unset(captured) -> None:
     assert point.attributes["error.type"] == "-32601"
 
 
-async def test_cancel_interrupts_the_handler(captured, plugin_log) -> None:
+async def test_cancel_interrupts_the_handler(framework, captured, plugin_log) -> None:
     gates = Gates()
     before = ghost_stats().total
-    async with raw_session(notes_server(gates)) as peer:
+    async with raw_session(notes_server(gates, framework)) as peer:
         await peer.request(20, "tools/call", {"name": "slow", "arguments": {"text": "hi"}})
         await gates.started.wait()
         await cancel_and_sync(peer, 20, "user pressed stop")
         span = await span_for(captured, "20")
         assert_no_answer_but_the_acknowledgement(peer, 20)
-    assert dict(span.attributes) == tools_call_attributes(peer, "20", "slow", "cancelled")
+    assert framework.our_attributes(span) == tools_call_attributes(peer, "20", "slow", "cancelled")
     assert span.status.status_code is StatusCode.UNSET
-    assert events(span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "user pressed stop"})]
+    assert framework.our_events(span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "user pressed stop"})]
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "slow"})
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"] == "cancelled"
     assert "error.type" not in point.attributes
@@ -207,14 +203,15 @@ async def test_cancel_interrupts_the_handler(captured, plugin_log) -> None:
     [
         ("shielded_write", "ok"),
         ("shielded_broken", "failed"),
-        # FastMCP 1.x runs sync tools on the event loop: nothing, not even this test, runs until they return.
-        pytest.param("sync_write", "ok", marks=only_v2),
+        ("sync_write", "ok"),
     ],
 )
-async def test_ghost(captured, plugin_log, ghost_log_spans, tool: str, handler_outcome: str) -> None:
+async def test_ghost(framework, captured, plugin_log, ghost_log_spans, tool: str, handler_outcome: str) -> None:
+    if tool == "sync_write" and not framework.sync_tools_in_thread:
+        pytest.skip(f"{framework} runs sync tools on the event loop: nothing, not even this test, runs meanwhile")
     gates = Gates()
     before = ghost_stats().total
-    async with raw_session(notes_server(gates)) as peer:
+    async with raw_session(notes_server(gates, framework)) as peer:
         await peer.request(30, "tools/call", {"name": tool, "arguments": {"path": "note.md"}})
         await until(lambda: gates.started.is_set() or gates.thread_started.is_set())
         await cancel_and_sync(peer, 30, "timed out after 1.0s")
@@ -225,9 +222,9 @@ async def test_ghost(captured, plugin_log, ghost_log_spans, tool: str, handler_o
     assert gates.side_effects == ["note.md"]
     ghost = {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}
     # On the span as attributes too: stores and spanmetrics that index attributes only can find it.
-    assert dict(span.attributes) == tools_call_attributes(peer, "30", tool, "cancelled", **ghost)
+    assert framework.our_attributes(span) == tools_call_attributes(peer, "30", tool, "cancelled", **ghost)
     assert span.status.status_code is StatusCode.UNSET
-    assert events(span) == [
+    assert framework.our_events(span) == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "timed out after 1.0s"}),
         ("mcp.ghost_response.suppressed", {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}),
     ]
@@ -239,7 +236,7 @@ async def test_ghost(captured, plugin_log, ghost_log_spans, tool: str, handler_o
         "tool.ghost_risk": "unknown",
     }
     assert ghosts.value == 1
-    assert ghosts.attributes["tool.handler_outcome"] == span.events[1].attributes["tool.handler_outcome"]
+    assert ghosts.attributes["tool.handler_outcome"] == framework.our_events(span)[1][1]["tool.handler_outcome"]
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": tool})
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"] == "cancelled"
     (line,) = plugin_log()
@@ -254,21 +251,21 @@ async def test_ghost(captured, plugin_log, ghost_log_spans, tool: str, handler_o
     assert stats.total == before + 1 and stats.last_tool == tool and stats.last_seen is not None
 
 
-async def test_cancel_after_the_answer_changes_nothing(captured) -> None:
-    async with raw_session(notes_server(Gates())) as peer:
+async def test_cancel_after_the_answer_changes_nothing(framework, captured) -> None:
+    async with raw_session(notes_server(Gates(), framework)) as peer:
         await peer.call(40, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         await cancel_and_sync(peer, 40, "too late")
         assert len(peer.answers(40)) == 1
     span = await span_for(captured, "40")
     assert span.attributes["tool.outcome"] == "ok"
-    assert events(span) == []
+    assert framework.our_events(span) == []
 
 
-async def test_a_cancel_while_the_answer_is_being_written_changes_nothing(captured) -> None:
+async def test_a_cancel_while_the_answer_is_being_written_changes_nothing(framework, captured) -> None:
     """The peer stops reading, so the server's answer write blocks; then the cancel arrives.
     2.x has already forgotten the request; on 1.x the guard drops the cancel, which would otherwise
     interrupt the write and send a second answer."""
-    async with raw_session(notes_server(Gates())) as peer:
+    async with raw_session(notes_server(Gates(), framework)) as peer:
         await peer.request_with_its_answer_blocked(44, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         await peer.cancel(44, "too late")
         peer.resume_reading()
@@ -277,34 +274,34 @@ async def test_a_cancel_while_the_answer_is_being_written_changes_nothing(captur
         assert is_result(answer)
     span = await span_for(captured, "44")
     assert span.attributes["tool.outcome"] == "ok"
-    assert events(span) == []
+    assert framework.our_events(span) == []
 
 
-async def test_cancel_without_a_reason(captured) -> None:
+async def test_cancel_without_a_reason(framework, captured) -> None:
     gates = Gates()
-    async with raw_session(notes_server(gates)) as peer:
+    async with raw_session(notes_server(gates, framework)) as peer:
         await peer.request(41, "tools/call", {"name": "slow", "arguments": {"text": "hi"}})
         await gates.started.wait()
         await cancel_and_sync(peer, 41, None)
         span = await span_for(captured, "41")
     assert span.attributes["tool.outcome"] == "cancelled"
-    assert events(span) == [("mcp.request.cancelled", {})]
+    assert framework.our_events(span) == [("mcp.request.cancelled", {})]
 
 
-async def test_a_megabyte_reason_is_cut_to_256_characters(captured) -> None:
+async def test_a_megabyte_reason_is_cut_to_256_characters(framework, captured) -> None:
     gates = Gates()
-    async with raw_session(notes_server(gates)) as peer:
+    async with raw_session(notes_server(gates, framework)) as peer:
         await peer.request(42, "tools/call", {"name": "slow", "arguments": {"text": "hi"}})
         await gates.started.wait()
         await cancel_and_sync(peer, 42, "r" * 1_000_000)
         span = await span_for(captured, "42")
-    assert events(span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "r" * 256})]
+    assert framework.our_events(span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "r" * 256})]
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "slow"})
     assert all(len(str(value)) < 100 for value in point.attributes.values())
 
 
-async def test_unknown_tool_folds_to_other_on_metrics(captured) -> None:
-    async with raw_session(notes_server(Gates())) as peer:
+async def test_unknown_tool_folds_to_other_on_metrics(framework, captured) -> None:
+    async with raw_session(notes_server(Gates(), framework)) as peer:
         await peer.call(43, "tools/call", {"name": "no_such_tool", "arguments": {}})
     span = await span_for(captured, "43")
     assert span.name == "tools/call _OTHER"
@@ -314,16 +311,18 @@ async def test_unknown_tool_folds_to_other_on_metrics(captured) -> None:
     assert point.attributes["tool.outcome"] == "failed"
 
 
-async def test_other_methods_get_cancel_and_ghost_handling_without_tool_outcome(captured, plugin_log) -> None:
+async def test_other_methods_get_cancel_and_ghost_handling_without_tool_outcome(
+    framework, captured, plugin_log
+) -> None:
     gates = Gates()
-    async with raw_session(notes_server(gates)) as peer:
+    async with raw_session(notes_server(gates, framework)) as peer:
         await peer.request(50, "resources/read", {"uri": "notes://today"})
         await gates.started.wait()
         await cancel_and_sync(peer, 50, "navigated away")
         gates.let_go()
         span = await span_for(captured, "50")
         assert_no_answer_but_the_acknowledgement(peer, 50)
-    assert dict(span.attributes) == {
+    assert framework.our_attributes(span) == {
         "mcp.method.name": "resources/read",
         "jsonrpc.request.id": "50",
         "mcp.resource.uri": "notes://today",
@@ -331,7 +330,7 @@ async def test_other_methods_get_cancel_and_ghost_handling_without_tool_outcome(
         "tool.handler_outcome": "ok",
         "tool.ghost_risk": "none",
     }
-    assert events(span) == [
+    assert framework.our_events(span) == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "navigated away"}),
         ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "none"}),
     ]
@@ -345,11 +344,11 @@ async def test_other_methods_get_cancel_and_ghost_handling_without_tool_outcome(
     assert len(plugin_log()) == 1
 
 
-async def test_traceparent_in_meta_parents_the_server_span(captured) -> None:
+async def test_traceparent_in_meta_parents_the_server_span(framework, captured) -> None:
     trace_id = "0af7651916cd43dd8448eb211c80319c"
     parent = "b7ad6b7169203331"
     meta = {"traceparent": f"00-{trace_id}-{parent}-01"}
-    async with raw_session(notes_server(Gates())) as peer:
+    async with raw_session(notes_server(Gates(), framework)) as peer:
         await peer.call(60, "tools/call", {"name": "echo", "arguments": {"text": "hi"}, "_meta": meta})
     span = await span_for(captured, "60")
     assert format(span.context.trace_id, "032x") == trace_id
@@ -358,9 +357,9 @@ async def test_traceparent_in_meta_parents_the_server_span(captured) -> None:
 
 
 
-async def test_a_cancel_notification_has_one_span_linked_to_the_request_it_cancels(captured) -> None:
+async def test_a_cancel_notification_has_one_span_linked_to_the_request_it_cancels(framework, captured) -> None:
     gates = Gates()
-    async with raw_session(notes_server(gates)) as peer:
+    async with raw_session(notes_server(gates, framework)) as peer:
         await peer.request(70, "tools/call", {"name": "slow", "arguments": {"text": "x"}})
         await gates.started.wait()
         await cancel_and_sync(peer, 70, "user pressed stop")

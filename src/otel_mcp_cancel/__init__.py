@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Collection
 from typing import Any
 
+from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.metrics import get_meter
 from opentelemetry.semconv.schemas import Schemas
@@ -33,7 +34,7 @@ from otel_mcp_cancel.environment_variables import (
     OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
 )
 from otel_mcp_cancel.ghosts import GhostStats, ghost_stats
-from otel_mcp_cancel.package import _instruments
+from otel_mcp_cancel.package import _instruments, _instruments_fastmcp
 from otel_mcp_cancel.version import __version__
 
 logger = logging.getLogger("otel_mcp_cancel")
@@ -52,7 +53,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
 
     def _instrument(self, **kwargs: Any) -> None:
         try:
-            server_hooks, client_hooks = _hooks_for_installed_mcp()
+            hook_makers = _hook_makers()
         except ImportError as exc:
             logger.warning("otel_mcp_cancel: mcp is not importable (%s); nothing is instrumented", exc)
             return
@@ -68,16 +69,16 @@ class McpCancelInstrumentor(BaseInstrumentor):
         tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=schema_url)
         meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=schema_url)
         instruments = create_instruments(meter)
-        retries = GhostRetries(_retry_window())
         options = SpanOptions(
             cancelled_is_error=_cancelled_is_error(),
             capture_content=_capture_content(),
             user_hooks=UserHooks(kwargs.get("request_hook"), kwargs.get("response_hook")),
         )
-        self._hook_sets = [
-            server_hooks(ServerTelemetry(tracer, instruments, retries, options)),
-            client_hooks(ClientTelemetry(tracer, instruments, options)),
-        ]
+        telemetry = {
+            SERVER: ServerTelemetry(tracer, instruments, GhostRetries(_retry_window()), options),
+            CLIENT: ClientTelemetry(tracer, instruments, options),
+        }
+        self._hook_sets = [make(telemetry[side]) for side, make in hook_makers]
         self._applied = wrapping.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -89,22 +90,44 @@ class McpCancelInstrumentor(BaseInstrumentor):
         self._hook_sets, self._applied = [], []
 
 
-def _hooks_for_installed_mcp() -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
-    """The server and client hook sets for the installed SDK line; ImportError when mcp is missing."""
+SERVER, CLIENT = "server", "client"
+
+
+def _hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
+    """Each hook set to apply, as (the side whose telemetry it reports to, its maker), for the installed
+    SDK line and frameworks; ImportError when mcp is missing."""
+    return [*_sdk_hook_makers(), *_fastmcp_hook_makers()]
+
+
+def _sdk_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
     if importlib.metadata.version("mcp").split(".")[0] == "1":
         from otel_mcp_cancel.hooks.client_v1 import ClientHooksV1
         from otel_mcp_cancel.hooks.server_v1 import ServerHooksV1
 
         guard = _choice(OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD, ("on", "off")) == "on"
         courtesy_cancel = _choice(OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL, ("off", "on")) == "on"
-        return (
-            lambda telemetry: ServerHooksV1(telemetry, guard=guard),
-            lambda telemetry: ClientHooksV1(telemetry, courtesy_cancel=courtesy_cancel),
-        )
+        return [
+            (SERVER, lambda telemetry: ServerHooksV1(telemetry, guard=guard)),
+            (CLIENT, lambda telemetry: ClientHooksV1(telemetry, courtesy_cancel=courtesy_cancel)),
+        ]
     from otel_mcp_cancel.hooks.client_v2 import ClientHooksV2
     from otel_mcp_cancel.hooks.server_v2 import ServerHooksV2
 
-    return ServerHooksV2, ClientHooksV2
+    return [(SERVER, ServerHooksV2), (CLIENT, ClientHooksV2)]
+
+
+def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
+    """FastMCP's hooks when it is installed within the supported range; nothing (and a warning) outside it."""
+    conflict = get_dependency_conflicts(list(_instruments_fastmcp))
+    if conflict is not None:
+        if conflict.found is not None:
+            logger.warning("otel_mcp_cancel: %s; FastMCP's requests are traced through the SDK alone", conflict)
+        return []
+    from otel_mcp_cancel.hooks.fastmcp_server import FastMCPClientHooks, FastMCPServerHooks
+
+    major = int(importlib.metadata.version("fastmcp").split(".")[0])
+    server = (SERVER, lambda telemetry: FastMCPServerHooks(telemetry, major))
+    return [server, (CLIENT, FastMCPClientHooks)] if major >= 3 else [server]
 
 
 def _capture_content() -> bool:

@@ -38,6 +38,33 @@ SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
 RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
 
+# What our request spans say. A framework that writes on our span in place of its own (FastMCP, see
+# hooks/fastmcp_spans.py) adds its attributes beside these but never changes them.
+REQUEST_SPAN_ATTRIBUTES = frozenset(
+    {
+        TOOL_OUTCOME,
+        TOOL_HANDLER_OUTCOME,
+        TOOL_GHOST_RISK,
+        TOOL_RETRIED_GHOST_RISK,
+        MCP_CANCEL_REASON,
+        MCP_METHOD_NAME,
+        MCP_METHOD_NAME_ORIGINAL,
+        MCP_PROTOCOL_VERSION,
+        MCP_RESOURCE_URI,
+        JSONRPC_REQUEST_ID,
+        GEN_AI_OPERATION_NAME,
+        GEN_AI_TOOL_NAME,
+        GEN_AI_PROMPT_NAME,
+        GEN_AI_TOOL_CALL_ARGUMENTS,
+        GEN_AI_TOOL_CALL_RESULT,
+        NETWORK_TRANSPORT,
+        SERVER_ADDRESS,
+        SERVER_PORT,
+        ERROR_TYPE,
+        RPC_RESPONSE_STATUS_CODE,
+    }
+)
+
 GEN_AI_OPERATION_EXECUTE_TOOL = "execute_tool"
 TOOLS_CALL = "tools/call"
 TOOLS_LIST = "tools/list"

@@ -1,0 +1,75 @@
+"""Hooks into standalone FastMCP (PyPI `fastmcp`: 2.x and 3.x on mcp 1.x, 4.x on mcp 2.x).
+
+FastMCP serves through the SDK's low-level server, so the SDK line's hooks open, answer and end each
+request's span. These add what only FastMCP knows:
+- where it runs the user's code: the tool, resource or prompt it found in its own registry. Entered,
+  the tool is registered (its annotations give a ghost its risk, on the first call, even for tools of
+  mounted servers); returned, the side effects are done, however FastMCP goes on after (a checkpoint
+  there, on 2.x, would otherwise hide a ghost);
+- 3.x and 4.x: the SERVER span FastMCP opens itself is ours, lent, and its client's CLIENT span steps
+  aside for ours (see `fastmcp_spans`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.hooks.fastmcp_spans import FastMCPTracer
+from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg
+from otel_mcp_cancel.hooks.wrapping import Hook
+from otel_mcp_cancel.request_state import current_record
+
+
+class FastMCPServerHooks(FrameworkHooks):
+    def __init__(self, telemetry: Any, major: int) -> None:
+        super().__init__(telemetry)
+        self._major = major
+
+    def hooks(self) -> list[Hook]:
+        # FastMCP imports the SDK's `stdio_server` by name: each binding is wrapped, for network.transport.
+        stdio = "fastmcp.server.server" if self._major == 2 else "fastmcp.server.mixins.transport"
+        return [Hook(stdio, "stdio_server", self.stdio_server), *self._component_hooks()]
+
+    def _component_hooks(self) -> list[Hook]:
+        if self._major == 2:  # one manager per kind runs every local component, by key
+            return [
+                Hook("fastmcp.tools.tool_manager", "ToolManager.call_tool", self._manager_call_tool),
+                Hook("fastmcp.resources.resource_manager", "ResourceManager.read_resource", self.user_function),
+                Hook("fastmcp.prompts.prompt_manager", "PromptManager.render_prompt", self.user_function),
+            ]
+        return [  # the server calls each component's entry point; a mounted server's overrides it to delegate
+            Hook("fastmcp.tools.base", "Tool._run", self.tool_run),
+            Hook("fastmcp.resources.base", "Resource._read", self.user_function),
+            Hook("fastmcp.resources.template", "ResourceTemplate._read", self.user_function),
+            Hook("fastmcp.prompts.base", "Prompt._render", self.user_function),
+            Hook("fastmcp.server.telemetry", "get_tracer", self.tracer),
+        ]
+
+    async def _manager_call_tool(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """FastMCP 2.x: the manager runs the tool registered under `key`, if any (a dict it keeps)."""
+        record = current_record.get()
+        if not self.active or record is None:
+            return await wrapped(*args, **kwargs)
+        with contained("reading FastMCP's tool registry"):
+            tool = instance._tools.get(arg(args, kwargs, 0, "key"))
+            if tool is not None:
+                record.tool_registered = True
+                record.registered_annotations = tool.annotations
+        return await self.user_function(wrapped, instance, args, kwargs)
+
+    def tracer(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        tracer = wrapped(*args, **kwargs)
+        return FastMCPTracer(tracer) if self.active else tracer
+
+
+class FastMCPClientHooks(HookSet):
+    """FastMCP 3.x/4.x's client spans step aside for ours (see `fastmcp_spans`); 2.x makes none. The
+    requests themselves go through the SDK's client session, which the SDK line's hooks trace."""
+
+    def hooks(self) -> list[Hook]:
+        return [Hook("fastmcp.client.telemetry", "get_tracer", self.tracer)]
+
+    def tracer(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        tracer = wrapped(*args, **kwargs)
+        return FastMCPTracer(tracer) if self.active else tracer
