@@ -1,5 +1,5 @@
-"""A stock high-level server (MCPServer on 2.x, FastMCP on 1.x) with no telemetry code, run as a
-subprocess under `opentelemetry-instrument`.
+"""A stock high-level server (MCPServer on 2.x, FastMCP on 1.x; standalone FastMCP when GATED_FRAMEWORK is
+`fastmcp`) with no telemetry code, run as a subprocess under `opentelemetry-instrument`.
 
 Writes are gated inside the server so a test can order a race through the
 protocol itself: `wait_started` returns once a write has begun, `release` lets
@@ -8,6 +8,7 @@ it finish. Usage: python gated_server.py VAULT_DIR [stdio | streamable-http PORT
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from pathlib import Path
@@ -18,17 +19,25 @@ vault = Path(sys.argv[1])
 transport = sys.argv[2] if len(sys.argv) > 2 else "stdio"
 port = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 try:
-    from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
-
-    server = MCPServer("gated-notes")
-    network = {"host": "127.0.0.1", "port": port}  # 2.x takes them when it runs
 except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import FastMCP
     from mcp.types import ToolAnnotations
+if os.environ.get("GATED_FRAMEWORK") == "fastmcp":
+    from fastmcp import FastMCP as Standalone
 
-    server = FastMCP("gated-notes", host="127.0.0.1", port=port)
-    network = {}
+    server = Standalone("gated-notes")
+    network = {"host": "127.0.0.1", "port": port}
+else:
+    try:
+        from mcp.server.mcpserver import MCPServer
+
+        server = MCPServer("gated-notes")
+        network = {"host": "127.0.0.1", "port": port}  # 2.x takes them when it runs
+    except ImportError:  # mcp 1.x
+        from mcp.server.fastmcp import FastMCP
+
+        server = FastMCP("gated-notes", host="127.0.0.1", port=port)
+        network = {}
 started = anyio.Event()
 release_async = anyio.Event()
 release_thread = threading.Event()

@@ -41,10 +41,10 @@ def ghost_event(span) -> dict[str, Any]:
         ({"readOnlyHint": False}, "unsafe"),
     ],
 )
-async def test_the_risk_comes_from_the_registered_annotations(captured, annotations, risk) -> None:
+async def test_the_risk_comes_from_the_registered_annotations(framework, captured, annotations, risk) -> None:
     gates = Gates()
     before = ghost_stats().by_risk[risk]
-    async with raw_session(annotated_server(gates, annotations)) as peer:
+    async with raw_session(annotated_server(gates, annotations, framework)) as peer:
         await make_ghost(peer, gates, 1, "commit", "a.md")
         span = await span_of(captured, 1)
     assert ghost_event(span) == {"tool.handler_outcome": "ok", "tool.ghost_risk": risk}
@@ -65,9 +65,9 @@ async def test_a_low_level_server_is_read_from_its_own_listing(captured) -> None
     assert ghost_event(span)["tool.ghost_risk"] == "unsafe"
 
 
-async def test_a_retry_inside_the_window_is_linked_to_its_ghost(captured) -> None:
+async def test_a_retry_inside_the_window_is_linked_to_its_ghost(framework, captured) -> None:
     gates = Gates()
-    async with raw_session(notes_server(gates)) as peer:
+    async with raw_session(notes_server(gates, framework)) as peer:
         await make_ghost(peer, gates, 1, "shielded_write", SECRET)
         ghost = await span_of(captured, 1)
         assert is_result(await peer.call(2, "tools/call", {"name": "shielded_write", "arguments": {"path": SECRET}}))
@@ -94,11 +94,11 @@ class FakeTime:
         return self.now
 
 
-async def test_a_retry_after_the_window_is_not_linked(captured, monkeypatch) -> None:
+async def test_a_retry_after_the_window_is_not_linked(framework, captured, monkeypatch) -> None:
     clock = FakeTime()
     monkeypatch.setattr(retries, "time", clock)
     gates = Gates()
-    async with raw_session(notes_server(gates)) as peer:
+    async with raw_session(notes_server(gates, framework)) as peer:
         await make_ghost(peer, gates, 1, "shielded_write", "a.md")
         await span_of(captured, 1)
         clock.now += retries.DEFAULT_WINDOW_SECONDS + 1
@@ -108,9 +108,9 @@ async def test_a_retry_after_the_window_is_not_linked(captured, monkeypatch) -> 
     assert captured.points("mcp.server.ghost_retries") == []
 
 
-async def test_two_sessions_are_not_confused(captured) -> None:
+async def test_two_sessions_are_not_confused(framework, captured) -> None:
     gates = Gates()
-    server = notes_server(gates)
+    server = notes_server(gates, framework)
     async with raw_session(server) as first:
         await make_ghost(first, gates, 1, "shielded_write", "a.md")
         await span_of(captured, 1)
@@ -121,9 +121,9 @@ async def test_two_sessions_are_not_confused(captured) -> None:
     assert captured.points("mcp.server.ghost_retries") == []
 
 
-async def test_no_argument_value_reaches_any_telemetry(captured, plugin_log) -> None:
+async def test_no_argument_value_reaches_any_telemetry(framework, captured, plugin_log) -> None:
     gates = Gates()
-    async with raw_session(notes_server(gates)) as peer:
+    async with raw_session(notes_server(gates, framework)) as peer:
         await make_ghost(peer, gates, 1, "shielded_write", SECRET)
         await peer.call(2, "tools/call", {"name": "shielded_write", "arguments": {"path": SECRET}})
         await span_of(captured, 2)

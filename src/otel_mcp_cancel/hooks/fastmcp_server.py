@@ -15,13 +15,23 @@ from __future__ import annotations
 from typing import Any
 
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.hooks.fastmcp_spans import FastMCPTracer
+from otel_mcp_cancel.hooks.fastmcp_spans import fastmcp_tracer
 from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record
 
 
-class FastMCPServerHooks(FrameworkHooks):
+class _LendsSpans:
+    """Hooks FastMCP's `get_tracer` where it is bound (see `fastmcp_spans`)."""
+
+    active: bool
+
+    def tracer(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        tracer = wrapped(*args, **kwargs)
+        return fastmcp_tracer(tracer) if self.active else tracer
+
+
+class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
     def __init__(self, telemetry: Any, major: int) -> None:
         super().__init__(telemetry)
         self._major = major
@@ -58,18 +68,10 @@ class FastMCPServerHooks(FrameworkHooks):
                 record.registered_annotations = tool.annotations
         return await self.user_function(wrapped, instance, args, kwargs)
 
-    def tracer(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        tracer = wrapped(*args, **kwargs)
-        return FastMCPTracer(tracer) if self.active else tracer
 
-
-class FastMCPClientHooks(HookSet):
+class FastMCPClientHooks(_LendsSpans, HookSet):
     """FastMCP 3.x/4.x's client spans step aside for ours (see `fastmcp_spans`); 2.x makes none. The
     requests themselves go through the SDK's client session, which the SDK line's hooks trace."""
 
     def hooks(self) -> list[Hook]:
         return [Hook("fastmcp.client.telemetry", "get_tracer", self.tracer)]
-
-    def tracer(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        tracer = wrapped(*args, **kwargs)
-        return FastMCPTracer(tracer) if self.active else tracer

@@ -90,6 +90,12 @@ def steps_aside(kind: SpanKind) -> bool:
     return kind is SpanKind.CLIENT and is_instrumentation_enabled()
 
 
+def fastmcp_tracer(tracer: trace.Tracer) -> trace.Tracer:
+    """The tracer FastMCP gets: ours lending and stepping aside, unless the user turned FastMCP's own
+    spans off (it then hands out a no-op tracer): FastMCP writes nothing, on its spans or on ours."""
+    return tracer if isinstance(tracer, trace.NoOpTracer) else FastMCPTracer(tracer)
+
+
 class FastMCPTracer(trace.Tracer):
     """FastMCP's tracer, but for the request's SERVER span, which is ours, lent, and its CLIENT span, which
     steps aside for ours."""

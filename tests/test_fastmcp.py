@@ -1,0 +1,225 @@
+"""Standalone FastMCP (PyPI `fastmcp`) as a first-class server and client: one SERVER span per request
+whatever the instrumentation scope, FastMCP's details kept on it, tools named and risked from FastMCP's
+own registry on the first call, and fastmcp.Client's calls traced by ours.
+
+The outcome contract itself runs on FastMCP through the `framework` parameter of the shared suites
+(test_server_outcomes, test_ghost_forensics); this module covers what only FastMCP has.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
+from examples.otlp_sink import OtlpSink, exporter_environment
+from tests.conftest import is_request_span
+from tests.frameworks import FASTMCP_MAJOR, FRAMEWORKS
+from tests.raw_peer import RawPeer, is_result, raw_peer_over, raw_session
+from tests.servers import Gates, annotated_server, make_ghost, notes_server
+from tests.subprocess_servers import HttpServer, ghost_then_retry, instrumented_command
+from tests.support import until
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(FASTMCP_MAJOR is None, reason="standalone FastMCP is not installed"),
+]
+
+SCOPE = "otel_mcp_cancel"
+FASTMCP = FRAMEWORKS[-1]
+with_own_telemetry = pytest.mark.skipif((FASTMCP_MAJOR or 0) < 3, reason="FastMCP 2.x makes no spans of its own")
+UNSAFE = {"readOnlyHint": False, "idempotentHint": False}
+
+
+def spans_of(captured: Any, request_id: str) -> list[Any]:
+    """Every SERVER span of one request, in any instrumentation scope."""
+    return [
+        span
+        for span in captured.server_spans()
+        if is_request_span(span) and span.attributes.get("jsonrpc.request.id") == request_id
+    ]
+
+
+async def the_span_of(captured: Any, request_id: str) -> Any:
+    await until(lambda: spans_of(captured, request_id) != [])
+    (span,) = spans_of(captured, request_id)
+    return span
+
+
+async def every_outcome(peer: RawPeer, gates: Gates) -> None:
+    """A ghost, then (its gate left open) ok, failed, an unknown tool, a read and a ping: request ids 6, 1 to 5."""
+    await make_ghost(peer, gates, 6, "shielded_write", "a.md")
+    assert is_result(await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+    assert is_result(await peer.call(2, "tools/call", {"name": "broken", "arguments": {"text": "hi"}}))
+    await peer.call(3, "tools/call", {"name": "no_such_tool", "arguments": {}})
+    assert is_result(await peer.call(4, "resources/read", {"uri": "notes://today"}))
+    assert is_result(await peer.call(5, "ping"))
+
+
+async def test_one_server_span_per_request_across_every_scope(captured) -> None:
+    gates = Gates()
+    async with raw_session(notes_server(gates, FASTMCP)) as peer:
+        await every_outcome(peer, gates)
+    expected = {
+        "1": ("tools/call echo", "ok"),
+        "2": ("tools/call broken", "failed"),
+        "3": ("tools/call _OTHER", "failed"),
+        "4": ("resources/read", None),
+        "5": ("ping", None),
+        "6": ("tools/call shielded_write", "cancelled"),
+    }
+    for request_id, (name, outcome) in expected.items():
+        span = await the_span_of(captured, request_id)
+        assert (span.name, span.attributes.get("tool.outcome")) == (name, outcome)
+        assert span.instrumentation_scope.name == SCOPE
+    assert {s.instrumentation_scope.name for s in captured.server_spans()} == {SCOPE}
+
+
+@with_own_telemetry
+async def test_fastmcp_keeps_its_details_on_our_span(captured) -> None:
+    gates = Gates()
+    async with raw_session(notes_server(gates, FASTMCP)) as peer:
+        await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        await peer.call(2, "tools/call", {"name": "broken", "arguments": {"text": "hi"}})
+        await make_ghost(peer, gates, 3, "shielded_broken", "a.md")
+        await peer.barrier("after")
+    ok, failed, ghost = [await the_span_of(captured, request_id) for request_id in ("1", "2", "3")]
+    fastmcp = FASTMCP.its_attributes(ok)
+    assert fastmcp["fastmcp.server.name"] == "notes"
+    assert fastmcp["fastmcp.component.type"] == "tool"
+    assert "echo" in fastmcp["fastmcp.component.key"]
+    assert isinstance(fastmcp["mcp.session.id"], str) and fastmcp["mcp.session.id"]
+    # FastMCP's exception event stays; the verdict is ours: no FastMCP error.type, request id as sent.
+    assert "exception" in [event.name for event in failed.events]
+    assert (failed.attributes["error.type"], failed.attributes["jsonrpc.request.id"]) == ("tool_error", "2")
+    assert "error.type" not in ghost.attributes and ghost.attributes["tool.outcome"] == "cancelled"
+    assert "exception" in [event.name for event in ghost.events]  # the tool raised after its side effect
+
+
+@with_own_telemetry
+async def test_spans_made_under_fastmcp_are_children_of_our_span(captured) -> None:
+    server = FASTMCP.make("traced")
+    tracer = trace.get_tracer("the-application")
+
+    @server.tool()
+    async def lookup(key: str) -> str:
+        with tracer.start_as_current_span("database lookup"):
+            return key
+
+    async with raw_session(server) as peer:
+        await peer.call(1, "tools/call", {"name": "lookup", "arguments": {"key": "k"}})
+    span = await the_span_of(captured, "1")
+    (child,) = [s for s in captured.spans.get_finished_spans() if s.name == "database lookup"]
+    assert child.parent.span_id == span.context.span_id
+    assert child.context.trace_id == span.context.trace_id
+
+
+def mount(parent: Any, child: Any, prefix: str) -> None:
+    if FASTMCP_MAJOR == 2:
+        parent.mount(child, prefix=prefix)
+    else:
+        parent.mount(child, namespace=prefix)
+
+
+async def test_tools_are_named_and_risked_from_fastmcps_registry_on_the_first_call(captured) -> None:
+    """No tools/list is ever sent: decorator, mounted (prefixed) and disabled tools are known from FastMCP."""
+    gates = Gates()
+    parent = notes_server(Gates(), FASTMCP)
+    mount(parent, annotated_server(gates, UNSAFE, FASTMCP), "vault")
+    gone = parent.tool(name="gone")(lambda: "never")
+    if FASTMCP_MAJOR == 2:
+        gone.disable()
+    else:
+        parent.disable(names={"gone"})
+    async with raw_session(parent) as peer:
+        await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        await make_ghost(peer, gates, 2, "vault_commit", "a.md")
+        await peer.call(3, "tools/call", {"name": "gone", "arguments": {}})
+        await peer.barrier("after")
+    echo, ghost, gone_span = [await the_span_of(captured, request_id) for request_id in ("1", "2", "3")]
+    assert echo.name == "tools/call echo"
+    assert ghost.name == "tools/call vault_commit"
+    assert (ghost.attributes["tool.outcome"], ghost.attributes["tool.ghost_risk"]) == ("cancelled", "unsafe")
+    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    assert dict(ghosts.attributes)["gen_ai.tool.name"] == "vault_commit"
+    assert ghosts.attributes["tool.ghost_risk"] == ghost.attributes["tool.ghost_risk"]
+    # A disabled tool is not served: folded, like any name the server does not know.
+    assert (gone_span.name, gone_span.attributes["tool.outcome"]) == ("tools/call _OTHER", "failed")
+
+
+@pytest.mark.skipif((FASTMCP_MAJOR or 0) < 4, reason="FastMCP's telemetry mode setting arrived in 4.x")
+@pytest.mark.parametrize("mode", ["propagation_only", "off"])
+async def test_fastmcps_own_telemetry_setting_changes_nothing_for_us(captured, monkeypatch, mode: str) -> None:
+    import fastmcp
+
+    monkeypatch.setattr(fastmcp.settings, "telemetry_mode", mode)
+    gates = Gates()
+    async with raw_session(notes_server(gates, FASTMCP)) as peer:
+        await every_outcome(peer, gates)
+    for request_id, outcome in (("1", "ok"), ("2", "failed"), ("3", "failed"), ("6", "cancelled")):
+        span = await the_span_of(captured, request_id)
+        assert span.attributes["tool.outcome"] == outcome
+        assert FASTMCP.its_attributes(span) == {}  # FastMCP wrote nothing: it opened no span to write on
+    assert (await the_span_of(captured, "6")).attributes["tool.ghost_risk"] == "unknown"
+
+
+async def test_fastmcps_client_calls_get_our_client_spans_in_one_trace_with_the_server(captured) -> None:
+    from fastmcp import Client
+
+    gates = Gates()
+    async with Client(notes_server(gates, FASTMCP)) as client:
+        await client.call_tool("echo", {"text": "hi"})
+        with pytest.raises(Exception):  # noqa: B017 - each line raises its own timeout error
+            await client.call_tool("slow", {"text": "hi"}, timeout=0.05)
+        gates.let_go()
+    calls = [s for s in captured.of_kind(SpanKind.CLIENT) if s.attributes.get("mcp.method.name") == "tools/call"]
+    assert {s.instrumentation_scope.name for s in captured.of_kind(SpanKind.CLIENT)} == {SCOPE}
+    echo, slow = sorted(calls, key=lambda s: s.start_time)
+    assert (echo.name, echo.attributes["tool.outcome"]) == ("tools/call echo", "ok")
+    (served,) = [s for s in captured.request_spans() if s.name == "tools/call echo"]
+    assert served.parent.span_id == echo.context.span_id and served.context.trace_id == echo.context.trace_id
+    assert (slow.attributes["tool.outcome"], slow.attributes["mcp.cancel.reason"]) == ("cancelled", "timeout")
+
+
+async def test_over_stdio_one_span_per_request_and_the_first_ghost_has_its_risk(sink: OtlpSink, tmp_path) -> None:
+    command, *args = instrumented_command(tmp_path)
+    environment = {**os.environ, **exporter_environment(sink.endpoint), "GATED_FRAMEWORK": "fastmcp"}
+    async with stdio_client(StdioServerParameters(command=command, args=args, env=environment)) as streams:
+        async with raw_peer_over(*streams) as peer:
+            await ghost_then_retry(peer, tmp_path)
+            await until(lambda: any(s.attributes.get("jsonrpc.request.id") == "103" for s in sink.server_spans()))
+    assert_one_span_per_request(sink, "pipe")
+
+
+async def test_over_streamable_http_one_span_per_request_and_the_first_ghost_has_its_risk(
+    sink: OtlpSink, tmp_path: Path
+) -> None:
+    from mcp.client.streamable_http import streamable_http_client
+
+    server = HttpServer(sink, tmp_path, "streamable-http", GATED_FRAMEWORK="fastmcp")
+    try:
+        async with streamable_http_client(f"http://127.0.0.1:{server.port}/mcp") as streams:
+            async with raw_peer_over(*streams[:2]) as peer:  # 1.x adds a session-id getter
+                await ghost_then_retry(peer, tmp_path)
+    finally:
+        server.stop()
+    await until(lambda: any(s.attributes.get("jsonrpc.request.id") == "103" for s in sink.server_spans()))
+    assert_one_span_per_request(sink, "tcp")
+
+
+def assert_one_span_per_request(sink: OtlpSink, transport: str) -> None:
+    requests = [s for s in sink.server_spans() if is_request_span(s)]
+    ids = [s.attributes["jsonrpc.request.id"] for s in requests]
+    assert len(ids) == len(set(ids))  # one SERVER span per request, whatever the scope
+    assert {s.scope for s in requests} == {SCOPE}
+    (ghost,) = [s for s in requests if s.attributes["jsonrpc.request.id"] == "100"]
+    assert ghost.name == "tools/call shielded_write"
+    assert (ghost.attributes["tool.outcome"], ghost.attributes["tool.ghost_risk"]) == ("cancelled", "unsafe")
+    assert ghost.attributes["network.transport"] == transport
+    (retry,) = [s for s in requests if s.attributes["jsonrpc.request.id"] == "103"]
+    assert retry.attributes["tool.retried_ghost_risk"] == "unsafe"
