@@ -1,9 +1,11 @@
 """The server frameworks the outcome contract is tested against, as one test parameter.
 
 - `sdk`: the SDK's own high-level server (MCPServer on mcp 2.x, the bundled FastMCP on 1.x);
+- `lowlevel`: the SDK's low-level `Server`, with the handlers an application writes by hand
+  (tests/lowlevel_framework.py);
 - `fastmcp`: standalone FastMCP (PyPI `fastmcp`), when installed (CI has an environment for each end of
   each FastMCP line it supports).
-Both serve through the SDK's low-level server; the tests drive them over the same wire with the same
+All serve through the SDK's low-level server; the tests drive them over the same wire with the same
 assertions. FastMCP 3.x/4.x write their own details on our span: tests compare our attributes exactly,
 and FastMCP's separately (tests/test_fastmcp.py).
 """
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tests.lowlevel_framework import LowLevelApp
 from tests.support import MCP_MAJOR
 
 try:
@@ -53,7 +56,8 @@ class Framework:
 
 
 SDK = Framework("sdk", SdkServer, writes_on_our_span=False, sync_tools_in_thread=MCP_MAJOR == 2)
-FRAMEWORKS = [SDK]
+LOWLEVEL = Framework("lowlevel", LowLevelApp, writes_on_our_span=False, sync_tools_in_thread=True)
+FRAMEWORKS = [SDK, LOWLEVEL]
 if FASTMCP_MAJOR is not None:
     from fastmcp import FastMCP
 

@@ -9,22 +9,25 @@ A gate is a pair of files, so a test holds a handler the same way in-process and
 the held handler creates `<key>.started` once its work has begun (inside the shield, if shielded) and
 waits for `<key>.open`. A test cancels between the two: that is "mid-work" by construction, not by timing.
 
-In-process: `race_server(on_finished, gates)`. As a script, the same server over stdio, appending each
-finished key as a line to FINISHED_FILE: python race_server.py FINISHED_FILE GATES_DIR
+In-process: `race_server(on_finished, gates, make)`. As a script, the same server over stdio, appending
+each finished key as a line to FINISHED_FILE: python race_server.py FINISHED_FILE GATES_DIR; standalone
+FastMCP's or the low-level app's when RACE_FRAMEWORK is `fastmcp` or `lowlevel`.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 try:
-    from mcp.server.mcpserver import MCPServer as HighLevelServer
+    from mcp.server.mcpserver import MCPServer as SdkServer
 except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import FastMCP as HighLevelServer
+    from mcp.server.fastmcp import FastMCP as SdkServer
 
 
 class Gates:
@@ -48,8 +51,9 @@ class Gates:
         (self.directory / f"{key}.open").touch()
 
 
-def race_server(on_finished: Callable[[str], None], gates: Gates) -> HighLevelServer:
-    server = HighLevelServer("race")
+def race_server(on_finished: Callable[[str], None], gates: Gates, make: Callable[[str], Any] = SdkServer) -> Any:
+    """`make` builds the server by name: the SDK's high-level server, or standalone FastMCP's."""
+    server = make("race")
 
     async def side_effect(key: str, micros: int, gated: bool) -> None:
         if gated:
@@ -73,5 +77,14 @@ def race_server(on_finished: Callable[[str], None], gates: Gates) -> HighLevelSe
 
 
 if __name__ == "__main__":
+    make: Callable[[str], Any] = SdkServer
+    framework = os.environ.get("RACE_FRAMEWORK", "sdk")
+    if framework == "fastmcp":
+        from fastmcp import FastMCP as make
+    elif framework == "lowlevel":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: `tests` is not on the path
+        from tests.lowlevel_framework import LowLevelApp as make
+    elif framework != "sdk":
+        raise SystemExit(f"unknown RACE_FRAMEWORK {framework!r}")
     with open(sys.argv[1], "a", buffering=1) as finished:  # line-buffered: each key is on disk when recorded
-        race_server(lambda key: finished.write(f"{key}\n"), Gates(Path(sys.argv[2]))).run()
+        race_server(lambda key: finished.write(f"{key}\n"), Gates(Path(sys.argv[2])), make).run()

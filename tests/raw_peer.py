@@ -198,4 +198,6 @@ async def raw_session(server: Any) -> AsyncIterator[RawPeer]:
     async with served_in_memory(server, crashes) as (client_read, client_write):
         async with raw_peer_over(client_read, client_write) as peer:
             peer.crashes = crashes
+            if getattr(server, "lists_tools_first", False):  # its listing is all that names its tools
+                await peer.call("listed-first", "tools/list", {})
             yield peer

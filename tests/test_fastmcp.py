@@ -31,7 +31,7 @@ pytestmark = [
 ]
 
 SCOPE = "otel_mcp_cancel"
-FASTMCP = FRAMEWORKS[-1]
+FASTMCP = FRAMEWORKS[-1]  # last when installed; the module is skipped otherwise
 with_own_telemetry = pytest.mark.skipif((FASTMCP_MAJOR or 0) < 3, reason="FastMCP 2.x makes no spans of its own")
 UNSAFE = {"readOnlyHint": False, "idempotentHint": False}
 

@@ -67,11 +67,11 @@ async def one_call(peer: RawPeer, gates: Gates, request_id: int, plans: dict[int
         await peer.cancel(request_id, "race")
 
 
-async def test_randomized_cancels_agree_with_ground_truth(captured, tmp_path) -> None:
+async def test_randomized_cancels_agree_with_ground_truth(framework, captured, tmp_path) -> None:
     finished: set[str] = set()  # call keys whose side effect happened
     plans: dict[int, tuple[str, bool]] = {}
     gates = Gates(tmp_path)
-    async with raw_session(race_server(finished.add, gates)) as peer:
+    async with raw_session(race_server(finished.add, gates, framework.make)) as peer:
         ids = iter(range(1, CALLS + 1))
 
         async def worker() -> None:
@@ -110,7 +110,7 @@ async def test_randomized_cancels_agree_with_ground_truth(captured, tmp_path) ->
     counted = sum(p.value for p in captured.points("mcp.server.ghost_responses"))
     assert counted == ghosts
     outcomes = Counter((plans[int(i)][0], span.attributes["tool.outcome"]) for i, span in spans.items())
-    print(f"\nrace harness, mcp {MCP_MAJOR}.x, {CALLS} calls, seed {SEED}: {ghosts} ghosts;",
+    print(f"\nrace harness, {framework} on mcp {MCP_MAJOR}.x, {CALLS} calls, seed {SEED}: {ghosts} ghosts;",
           ", ".join(f"{window} {outcome} {n}" for (window, outcome), n in sorted(outcomes.items())))
     assert len(LIVE) == 0 and client_transports.open_count() == 0
     # Every window was exercised; a call cancelled mid-work is cancelled, and a ghost exactly when shielded.
