@@ -23,7 +23,7 @@ from tests.frameworks import FASTMCP_MAJOR, FRAMEWORKS
 from tests.raw_peer import RawPeer, is_result, raw_peer_over, raw_session
 from tests.servers import Gates, annotated_server, make_ghost, notes_server
 from tests.subprocess_servers import HttpServer, ghost_then_retry, instrumented_command
-from tests.support import until
+from tests.support import MCP_MAJOR, until
 
 pytestmark = [
     pytest.mark.anyio,
@@ -127,10 +127,13 @@ def mount(parent: Any, child: Any, prefix: str) -> None:
 
 
 async def test_tools_are_named_and_risked_from_fastmcps_registry_on_the_first_call(captured) -> None:
-    """No tools/list is ever sent: decorator, mounted (prefixed) and disabled tools are known from FastMCP."""
+    """No tools/list is ever sent: decorated, added, mounted (prefixed) and disabled tools are known from FastMCP."""
+    from fastmcp.tools import Tool
+
     gates = Gates()
     parent = notes_server(Gates(), FASTMCP)
     mount(parent, annotated_server(gates, UNSAFE, FASTMCP), "vault")
+    parent.add_tool(Tool.from_function(lambda: "added", name="added"))
     gone = parent.tool(name="gone")(lambda: "never")
     if FASTMCP_MAJOR == 2:
         gone.disable()
@@ -140,9 +143,10 @@ async def test_tools_are_named_and_risked_from_fastmcps_registry_on_the_first_ca
         await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         await make_ghost(peer, gates, 2, "vault_commit", "a.md")
         await peer.call(3, "tools/call", {"name": "gone", "arguments": {}})
+        await peer.call(4, "tools/call", {"name": "added", "arguments": {}})
         await peer.barrier("after")
-    echo, ghost, gone_span = [await the_span_of(captured, request_id) for request_id in ("1", "2", "3")]
-    assert echo.name == "tools/call echo"
+    echo, ghost, gone_span, added = [await the_span_of(captured, request_id) for request_id in ("1", "2", "3", "4")]
+    assert (echo.name, added.name) == ("tools/call echo", "tools/call added")
     assert ghost.name == "tools/call vault_commit"
     assert (ghost.attributes["tool.outcome"], ghost.attributes["tool.ghost_risk"]) == ("cancelled", "unsafe")
     (ghosts,) = captured.points("mcp.server.ghost_responses")
@@ -150,6 +154,30 @@ async def test_tools_are_named_and_risked_from_fastmcps_registry_on_the_first_ca
     assert ghosts.attributes["tool.ghost_risk"] == ghost.attributes["tool.ghost_risk"]
     # A disabled tool is not served: folded, like any name the server does not know.
     assert (gone_span.name, gone_span.attributes["tool.outcome"]) == ("tools/call _OTHER", "failed")
+
+
+async def test_a_call_cancelled_before_fastmcp_reached_its_tool_is_still_named(captured) -> None:
+    """A middleware holds the call; the cancel ends it there: the tool never ran, and is still no _OTHER."""
+    from fastmcp.server.middleware import Middleware
+
+    gates = Gates()
+
+    class Holding(Middleware):
+        async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+            gates.started.set()
+            await gates.release.wait()
+            return await call_next(context)
+
+    server = notes_server(Gates(), FASTMCP)
+    server.add_middleware(Holding())
+    async with raw_session(server) as peer:
+        await peer.request(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        await gates.started.wait()
+        await peer.cancel(1, "stop")
+        await peer.barrier("after")
+        span = await the_span_of(captured, "1")
+    assert (span.name, span.attributes["tool.outcome"]) == ("tools/call echo", "cancelled")
+    assert "tool.handler_outcome" not in span.attributes  # interrupted before the tool: no ghost
 
 
 @pytest.mark.skipif((FASTMCP_MAJOR or 0) < 4, reason="FastMCP's telemetry mode setting arrived in 4.x")
@@ -223,3 +251,14 @@ def assert_one_span_per_request(sink: OtlpSink, transport: str) -> None:
     assert ghost.attributes["network.transport"] == transport
     (retry,) = [s for s in requests if s.attributes["jsonrpc.request.id"] == "103"]
     assert retry.attributes["tool.retried_ghost_risk"] == "unsafe"
+
+
+def test_a_fastmcp_outside_the_tested_range_is_left_alone_with_a_warning(monkeypatch, caplog) -> None:
+    import otel_mcp_cancel
+
+    monkeypatch.setattr(otel_mcp_cancel, "_instruments_fastmcp", ("fastmcp >= 99",))
+    caplog.set_level("WARNING", logger="otel_mcp_cancel")
+    modules = [type(make(None)).__module__ for _, make in otel_mcp_cancel._hook_makers()]
+    line = f"v{MCP_MAJOR}"
+    assert modules == [f"otel_mcp_cancel.hooks.server_{line}", f"otel_mcp_cancel.hooks.client_{line}"]
+    assert "fastmcp >= 99" in caplog.text and "traced through the SDK alone" in caplog.text

@@ -4,7 +4,7 @@ WARNING line and `ghost_stats()`."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -65,6 +65,8 @@ class ServerTelemetry(RequestTelemetry):
         super().__init__(tracer, instruments.server_operation_duration, current_record, options)
         self._instruments = instruments
         self._retries = retries
+        # Frameworks' own registries, for a tool that never ran: (low-level server, name) -> registered.
+        self.registries: list[Callable[[Any, str], bool]] = []
 
     def parent(self, params: Any) -> Context | None:
         return parent_context(params)
@@ -99,7 +101,9 @@ class ServerTelemetry(RequestTelemetry):
             record.method_known = tool_registry.serves_method(record.server, record.method)
         tool = _tool(record)
         if tool is not None and not record.tool_registered and record.server is not None:
-            record.tool_registered = tool_registry.is_registered(record.server, tool)
+            record.tool_registered = tool_registry.is_registered(record.server, tool) or any(
+                registered(record.server, tool) for registered in self.registries
+            )
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
         span, tool = record.span, _tool(record)

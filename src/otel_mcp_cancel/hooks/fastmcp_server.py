@@ -35,6 +35,21 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
     def __init__(self, telemetry: Any, major: int) -> None:
         super().__init__(telemetry)
         self._major = major
+        if telemetry is not None:
+            telemetry.registries.append(self.registers)
+
+    def registers(self, lowlevel_server: Any, name: str) -> bool:
+        """Whether the FastMCP behind a low-level server has a local tool of that name: read from its own
+        dicts, for a call that ended before FastMCP ran (or even found) its tool. Tools of mounted servers
+        are known once they ran or were listed."""
+        reference = getattr(lowlevel_server, "_fastmcp_ref", None)
+        server = reference() if callable(reference) else None
+        if server is None:
+            return False
+        if self._major == 2:
+            return name in server._tool_manager._tools
+        components = list(server._local_provider._components.items())  # keyed "tool:<name>@<version>"
+        return any(key.startswith("tool:") and component.name == name for key, component in components)
 
     def hooks(self) -> list[Hook]:
         # FastMCP imports the SDK's `stdio_server` by name: each binding is wrapped, for network.transport.
