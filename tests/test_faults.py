@@ -203,7 +203,7 @@ async def test_a_meter_that_raises(uninstrumented_answers, plugin_errors) -> Non
         assert await traffic() == uninstrumented_answers
     spans = SPANS.get_finished_spans()
     assert outcomes_on_spans(spans, SpanKind.SERVER) == outcomes_on_spans(spans, SpanKind.CLIENT) == EVERY_CALL_TRACED
-    assert plugin_errors() == failed("measuring a client request", "measuring a server request")
+    assert plugin_errors() == failed("measuring a client request", "measuring a server request", "measuring a session")
 
 
 async def test_hooks_that_raise(uninstrumented_answers, plugin_errors) -> None:

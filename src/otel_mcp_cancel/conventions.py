@@ -33,6 +33,12 @@ GEN_AI_PROMPT_NAME = "gen_ai.prompt.name"
 GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 NETWORK_TRANSPORT = "network.transport"
+NETWORK_PROTOCOL_NAME = "network.protocol.name"
+NETWORK_PROTOCOL_VERSION = "network.protocol.version"
+CLIENT_ADDRESS = "client.address"
+CLIENT_PORT = "client.port"
+# The transport's own session id (streamable HTTP's `Mcp-Session-Id`): spans only, never a metric attribute.
+MCP_SESSION_ID = "mcp.session.id"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
@@ -58,6 +64,10 @@ REQUEST_SPAN_ATTRIBUTES = frozenset(
         GEN_AI_TOOL_CALL_ARGUMENTS,
         GEN_AI_TOOL_CALL_RESULT,
         NETWORK_TRANSPORT,
+        NETWORK_PROTOCOL_NAME,
+        NETWORK_PROTOCOL_VERSION,
+        CLIENT_ADDRESS,
+        CLIENT_PORT,
         SERVER_ADDRESS,
         SERVER_PORT,
         ERROR_TYPE,
@@ -88,6 +98,7 @@ GHOST_RISKS = (GHOST_RISK_NONE, GHOST_RISK_IDEMPOTENT, GHOST_RISK_UNSAFE, GHOST_
 
 NETWORK_TRANSPORT_PIPE = "pipe"
 NETWORK_TRANSPORT_TCP = "tcp"
+NETWORK_PROTOCOL_HTTP = "http"
 
 # Span events.
 EVENT_REQUEST_CANCELLED = "mcp.request.cancelled"
@@ -105,6 +116,7 @@ SERVER_OPERATION_DURATION = "mcp.server.operation.duration"
 CLIENT_OPERATION_DURATION = "mcp.client.operation.duration"
 SERVER_GHOST_RESPONSES = "mcp.server.ghost_responses"
 SERVER_GHOST_RETRIES = "mcp.server.ghost_retries"
+SERVER_SESSION_DURATION = "mcp.server.session.duration"
 
 # The WARNING line a ghost writes on logger "otel_mcp_cancel" starts with this.
 GHOST_LOG_PREFIX = "mcp.ghost_response.suppressed_after_cancel_ack"

@@ -11,10 +11,13 @@ from otel_mcp_cancel.conventions import (
     SERVER_GHOST_RESPONSES,
     SERVER_GHOST_RETRIES,
     SERVER_OPERATION_DURATION,
+    SERVER_SESSION_DURATION,
 )
 
 # Tool calls run from milliseconds to minutes; semconv's default buckets stop too early.
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+# Sessions run from one call to a working day; the same rule, further out.
+SESSION_DURATION_BUCKETS = (0.1, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 28800, 86400)
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,7 @@ class Instruments:
     server_ghost_responses: Counter
     server_ghost_retries: Counter
     client_operation_duration: Histogram
+    server_session_duration: Histogram
 
 
 def create_instruments(meter: Meter) -> Instruments:
@@ -51,5 +55,12 @@ def create_instruments(meter: Meter) -> Instruments:
             description="MCP request duration as observed on the sender, from sending until the answer arrives "
             "or the caller gives up.",
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+        ),
+        server_session_duration=meter.create_histogram(
+            SERVER_SESSION_DURATION,
+            unit="s",
+            description="MCP session duration as observed on the server, from the start of its serving loop until "
+            "its stream closes or an error ends it.",
+            explicit_bucket_boundaries_advisory=list(SESSION_DURATION_BUCKETS),
         ),
     )

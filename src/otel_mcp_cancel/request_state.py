@@ -40,6 +40,8 @@ class RequestRecord:
     cancel_time_ns: int | None = None
     write_interrupted: bool = False  # a cancel cut the answer's write short (mcp 1.x without the guard)
     protocol_version: str | None = None
+    http_version: str | None = None  # the HTTP version it came over, if it did
+    in_session: Any = None  # the server session (session_telemetry.SessionRecord) it was served in
     server: Any = None  # the low-level server answering, to ask which tools it registered
     session: Any = None  # the connection or session it came on, to match retries
     tool_registered: bool = False

@@ -38,6 +38,7 @@ from otel_mcp_cancel.outcome import Verdict, ghost_risk
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import GhostRetries
+from otel_mcp_cancel.session_telemetry import SessionTelemetry, note_request
 
 logger = logging.getLogger("otel_mcp_cancel")
 
@@ -65,6 +66,7 @@ class ServerTelemetry(RequestTelemetry):
         super().__init__(tracer, instruments.server_operation_duration, current_record, options)
         self._instruments = instruments
         self._retries = retries
+        self.sessions = SessionTelemetry(instruments.server_session_duration)
         # Frameworks' own registries, for a tool that never ran: (low-level server, name) -> registered.
         self.registries: list[Callable[[Any, str], bool]] = []
 
@@ -106,6 +108,8 @@ class ServerTelemetry(RequestTelemetry):
             )
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
+        with contained("telling a session about its request"):
+            note_request(record.in_session, record.protocol_version, record.network_transport, record.http_version)
         span, tool = record.span, _tool(record)
         risk = GHOST_RISK_UNKNOWN
         if verdict.is_ghost:

@@ -75,6 +75,9 @@ async def test_with_the_guard_off_the_ghost_is_recorded_and_the_session_dies(gua
     assert [e.name for e in span.events] == ["mcp.request.cancelled", "mcp.ghost_response.suppressed"]
     (ghosts,) = guard_off.points("mcp.server.ghost_responses")
     assert ghosts.value == 1
+    # The session that died is measured once, with what ended it.
+    (session,) = guard_off.points("mcp.server.session.duration")
+    assert (session.count, session.attributes["error.type"]) == (1, "AssertionError")
 
 
 async def test_without_the_plugin_the_session_dies() -> None:

@@ -9,7 +9,17 @@ from typing import Any
 import anyio
 
 from otel_mcp_cancel.attributes import bounded
-from otel_mcp_cancel.conventions import NETWORK_TRANSPORT, NETWORK_TRANSPORT_PIPE, NETWORK_TRANSPORT_TCP
+from otel_mcp_cancel.conventions import (
+    CLIENT_ADDRESS,
+    CLIENT_PORT,
+    MCP_SESSION_ID,
+    NETWORK_PROTOCOL_HTTP,
+    NETWORK_PROTOCOL_NAME,
+    NETWORK_PROTOCOL_VERSION,
+    NETWORK_TRANSPORT,
+    NETWORK_TRANSPORT_PIPE,
+    NETWORK_TRANSPORT_TCP,
+)
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.wrapping import Hook
@@ -27,6 +37,24 @@ def network_transport(message_metadata: object) -> str | None:
     if getattr(message_metadata, "request_context", None) is not None:
         return NETWORK_TRANSPORT_TCP
     return stdio_transport.get()
+
+
+def http_peer(record: RequestRecord, message_metadata: object) -> None:
+    """What HTTP tells of a request that came over it: the client's address and port, HTTP's version, and
+    the session it belongs to (`Mcp-Session-Id`, sent on every request after `initialize`)."""
+    request = getattr(message_metadata, "request_context", None)
+    if request is None:
+        return
+    attributes: dict[str, Any] = {NETWORK_PROTOCOL_NAME: NETWORK_PROTOCOL_HTTP}
+    version = request.scope.get("http_version")
+    if isinstance(version, str):
+        record.http_version = attributes[NETWORK_PROTOCOL_VERSION] = bounded(version)
+    if request.client is not None:
+        attributes[CLIENT_ADDRESS], attributes[CLIENT_PORT] = bounded(request.client.host), request.client.port
+    session_id = request.headers.get("mcp-session-id")
+    if session_id is not None:
+        attributes[MCP_SESSION_ID] = bounded(session_id)
+    record.span.set_attributes(attributes)
 
 
 def wire_params(request: Any) -> dict[str, Any] | None:

@@ -33,6 +33,7 @@ from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
     arg,
     cancel_reason,
+    http_peer,
     is_tool_error,
     network_transport,
     note_result,
@@ -42,6 +43,7 @@ from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
+from otel_mcp_cancel.session_telemetry import current_session
 
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.fastmcp.server", "mcp")
 
@@ -101,6 +103,7 @@ class ServerHooksV1(FrameworkHooks):
 
     def hooks(self) -> list[Hook]:
         return [
+            Hook("mcp.server.lowlevel.server", "Server.run", self._run),
             Hook("mcp.server.lowlevel.server", "Server._handle_request", self._handle_request),
             Hook("mcp.server.session", "ServerSession._received_request", self._received_request),
             Hook("mcp.shared.session", "RequestResponder.respond", self._respond),
@@ -117,7 +120,18 @@ class ServerHooksV1(FrameworkHooks):
         if record is not None:
             record.server, record.session = server, session
             record.protocol_version = _negotiated_version(session)
+            record.in_session = current_session.get()
+            with contained("reading the HTTP request"):
+                http_peer(record, responder.message_metadata)
         return record
+
+    async def _run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """A session's serving loop, unless stateless HTTP runs it for one request."""
+        stateless = args[4] if len(args) > 4 else kwargs.get("stateless", False)
+        if not self.active or stateless:
+            return await wrapped(*args, **kwargs)
+        with self._telemetry.sessions.session(arg(args, kwargs, 0, "read_stream")):
+            return await wrapped(*args, **kwargs)
 
     async def _serve(self, record: RequestRecord, responder: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
         LIVE.add(responder, record)

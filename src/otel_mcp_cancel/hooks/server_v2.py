@@ -37,6 +37,7 @@ from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
     arg,
     cancel_reason,
+    http_peer,
     network_transport,
     note_result,
     observed,
@@ -78,6 +79,8 @@ class ServerHooksV2(FrameworkHooks):
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._dispatch_notification", self._notification),
             Hook("mcp.shared.direct_dispatcher", "DirectDispatcher._dispatch_request", self._direct_request),
             Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request),
+            Hook("mcp.server.runner", "serve_connection", self._serve_connection),
+            Hook("mcp.server.runner", "_serve_legacy_stream", self._legacy_stream),
             Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware),
             *self.framework_hooks("mcp.server.mcpserver", _STDIO_SERVER_BINDINGS),
         ]
@@ -94,6 +97,9 @@ class ServerHooksV2(FrameworkHooks):
                     record = self._telemetry.open(req.method, req.params, req.id, transport)
         if record is None:
             return await wrapped(*args, **kwargs)
+        with contained("reading a request's session and peer"):
+            record.in_session = self._telemetry.sessions.of(instance._read_stream)
+            http_peer(record, dctx.message_metadata)
         record.session = instance
         LIVE.add(dctx, record)
         with self._telemetry.serving(record):
@@ -180,6 +186,8 @@ class ServerHooksV2(FrameworkHooks):
             record = self._telemetry.open(method, params, dctx.request_id, network_transport(dctx.message_metadata))
         if record is None:
             return await wrapped(*args, **kwargs)
+        with contained("reading a request's peer"):
+            http_peer(record, dctx.message_metadata)
         with self._telemetry.serving(record):
             try:
                 result = await self._observe_handler(record, instance, dctx, wrapped, args, kwargs)
@@ -217,6 +225,26 @@ class ServerHooksV2(FrameworkHooks):
         if record.request_id is None and dctx.request_id is not None:
             record.request_id = dctx.request_id
             record.span.set_attribute(JSONRPC_REQUEST_ID, bounded(str(dctx.request_id)))
+
+    # -- sessions --------------------------------------------------------------
+
+    async def _serve_connection(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """Serves a session's connection, or (born ready, from a request's envelope) one stateless request."""
+        read_stream = None
+        with contained("reading a connection"):
+            if not arg(args, kwargs, 2, "connection").initialized.is_set():
+                read_stream = arg(args, kwargs, 1, "dispatcher")._read_stream
+        return await self._serving_session(read_stream, wrapped, args, kwargs)
+
+    async def _legacy_stream(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """Serves a handshake connection on a stream pair (stdio, memory streams): its dispatcher reads this."""
+        return await self._serving_session(arg(args, kwargs, 1, "read_stream"), wrapped, args, kwargs)
+
+    async def _serving_session(self, read_stream: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
+        if not self.active or read_stream is None:
+            return await wrapped(*args, **kwargs)
+        with self._telemetry.sessions.session(read_stream):
+            return await wrapped(*args, **kwargs)
 
     async def _sdk_middleware(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """The SDK's span steps aside for requests we trace and for the cancels we record ourselves."""

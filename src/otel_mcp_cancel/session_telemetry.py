@@ -1,0 +1,141 @@
+"""Sessions: `mcp.server.session.duration`, once per session however it ends, with `error.type` when an
+error ended it.
+
+A session is a connection that began with the `initialize` handshake and lasts until its stream closes
+(stdio, SSE, a streamable HTTP session, memory streams). Stateless HTTP and the 2026-07-28
+single-exchange entry have none. The hook around a session's serving loop opens a record here; the
+requests served in it (they run in its tasks) tell it what only they see: the negotiated protocol
+version, the transport, HTTP's version.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.metrics import Histogram
+
+from otel_mcp_cancel.attributes import bounded
+from otel_mcp_cancel.conventions import (
+    ERROR_TYPE,
+    MCP_PROTOCOL_VERSION,
+    NETWORK_PROTOCOL_HTTP,
+    NETWORK_PROTOCOL_NAME,
+    NETWORK_PROTOCOL_VERSION,
+    NETWORK_TRANSPORT,
+)
+from otel_mcp_cancel.faults import contained
+
+
+@dataclass(eq=False)
+class SessionRecord:
+    started: float = field(default_factory=time.perf_counter)
+    protocol_version: str | None = None
+    network_transport: str | None = None
+    http_version: str | None = None  # the HTTP version its requests came over, if they did
+
+
+# mcp 1.x serves a session's requests in tasks of its serving loop: they see it here. mcp 2.x runs them
+# in the sender's context; they find it by the stream they were read from (`SessionTelemetry.of`).
+current_session: contextvars.ContextVar[SessionRecord | None] = contextvars.ContextVar(
+    "otel_mcp_cancel_session", default=None
+)
+
+
+class LiveSessions:
+    """Sessions open now: back to zero when they have all ended (the tests' leak check)."""
+
+    def __init__(self) -> None:
+        self._open: set[SessionRecord] = set()
+        self._lock = threading.Lock()
+
+    def add(self, record: SessionRecord) -> None:
+        with self._lock:
+            self._open.add(record)
+
+    def discard(self, record: SessionRecord) -> None:
+        with self._lock:
+            self._open.discard(record)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+
+LIVE_SESSIONS = LiveSessions()
+
+
+def error_type(error: BaseException) -> str:
+    """What ended a session: the exception's class, or the one exception inside a task group's group."""
+    while isinstance(inner := getattr(error, "exceptions", None), tuple) and len(inner) == 1:
+        error = inner[0]
+    return type(error).__qualname__
+
+
+def session_attributes(record: SessionRecord, error: BaseException | None) -> dict[str, Any]:
+    attributes: dict[str, Any] = {}
+    if record.protocol_version is not None:
+        attributes[MCP_PROTOCOL_VERSION] = bounded(record.protocol_version)
+    if record.network_transport is not None:
+        attributes[NETWORK_TRANSPORT] = record.network_transport
+    if record.http_version is not None:
+        attributes[NETWORK_PROTOCOL_NAME] = NETWORK_PROTOCOL_HTTP
+        attributes[NETWORK_PROTOCOL_VERSION] = bounded(record.http_version)
+    if error is not None:
+        attributes[ERROR_TYPE] = error_type(error)
+    return attributes
+
+
+class SessionTelemetry:
+    def __init__(self, duration: Histogram) -> None:
+        self._duration = duration
+        # By the stream's id: streams are not weak-referenceable, and a session's entry leaves when it ends,
+        # so a live entry's id is always its own stream's.
+        self._by_stream: dict[int, SessionRecord] = {}
+
+    def of(self, read_stream: Any) -> SessionRecord | None:
+        """The session served from this stream, if one is."""
+        return self._by_stream.get(id(read_stream))
+
+    @contextmanager
+    def session(self, read_stream: Any) -> Iterator[None]:
+        """Around a session's serving loop: measured once when it ends; an `Exception` that ends it is its
+        `error.type` (a cancel, a shutdown, is a normal end)."""
+        if not is_instrumentation_enabled():
+            yield
+            return
+        record = SessionRecord()
+        token = current_session.set(record)
+        self._by_stream[id(read_stream)] = record
+        LIVE_SESSIONS.add(record)
+        error: BaseException | None = None
+        try:
+            yield
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            current_session.reset(token)
+            LIVE_SESSIONS.discard(record)
+            self._by_stream.pop(id(read_stream), None)
+            with contained("measuring a session"):
+                self._duration.record(time.perf_counter() - record.started, session_attributes(record, error))
+
+
+def note_request(
+    record: SessionRecord | None, protocol_version: str | None, network_transport: str | None, http_version: str | None
+) -> None:
+    """A request served in a session says what it knows of the session."""
+    if record is None:
+        return
+    if protocol_version is not None:
+        record.protocol_version = protocol_version
+    if network_transport is not None:
+        record.network_transport = network_transport
+    if http_version is not None:
+        record.http_version = http_version

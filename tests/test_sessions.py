@@ -1,0 +1,115 @@
+"""Sessions on either line: `mcp.server.session.duration` once per session however it ends, and on HTTP
+the session id, client address and HTTP version on every request span."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.memory import create_client_server_memory_streams
+
+from examples.otlp_sink import OtlpSink, exporter_environment
+from otel_mcp_cancel.instruments import SESSION_DURATION_BUCKETS
+from otel_mcp_cancel.session_telemetry import LIVE_SESSIONS
+from tests.conftest import is_request_span
+from tests.raw_peer import is_result, lowlevel_of, raw_peer_over, raw_session, served_in_memory
+from tests.servers import Gates, notes_server, raising_lowlevel_server
+from tests.subprocess_servers import HttpServer, instrumented_command
+from tests.support import until
+
+pytestmark = pytest.mark.anyio
+
+SESSION_DURATION = "mcp.server.session.duration"
+
+
+async def test_every_session_is_measured_once_when_it_ends(framework, captured) -> None:
+    for _ in range(3):
+        async with raw_session(notes_server(Gates(), framework)) as peer:
+            assert is_result(await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+    await until(lambda: len(LIVE_SESSIONS) == 0)
+    (point,) = captured.points(SESSION_DURATION)
+    assert dict(point.attributes) == {"mcp.protocol.version": peer.protocol_version}  # memory: no transport
+    assert point.count == 3
+    assert list(point.explicit_bounds) == list(SESSION_DURATION_BUCKETS)
+
+
+async def test_a_session_that_never_initializes_is_measured_without_a_version(captured) -> None:
+    async with served_in_memory(notes_server(Gates())) as (read_stream, write_stream):
+        await write_stream.aclose()  # the client leaves before saying anything
+        await until(lambda: len(captured.points(SESSION_DURATION)) == 1)
+    (point,) = captured.points(SESSION_DURATION)
+    assert (dict(point.attributes), point.count) == ({}, 1)
+    assert len(LIVE_SESSIONS) == 0
+
+
+async def test_a_session_an_error_ends_has_its_error_type(captured) -> None:
+    """A server run with raise_exceptions: its handler's exception ends the session."""
+    server = lowlevel_of(raising_lowlevel_server())
+    ended: list[BaseException] = []
+    async with create_client_server_memory_streams() as ((client_read, client_write), (server_read, server_write)):
+        async with anyio.create_task_group() as tg:
+
+            async def serve() -> None:
+                try:
+                    await server.run(server_read, server_write, server.create_initialization_options(), True)
+                except Exception as error:  # what the test is about
+                    ended.append(error)
+                    await client_read.aclose()
+
+            tg.start_soon(serve)
+            async with raw_peer_over(client_read, client_write) as peer:
+                await peer.request(1, "tools/call", {"name": "anything", "arguments": {}})
+                await until(lambda: ended != [])
+    (point,) = captured.points(SESSION_DURATION)
+    assert (point.attributes["error.type"], point.count) == ("RuntimeError", 1)
+    assert point.attributes["mcp.protocol.version"] == peer.protocol_version
+    assert len(LIVE_SESSIONS) == 0
+
+
+async def test_over_stdio_the_session_is_a_pipe(sink: OtlpSink, tmp_path: Path) -> None:
+    command, *args = instrumented_command(tmp_path)
+    parameters = StdioServerParameters(command=command, args=args, env=exporter_environment(sink.endpoint))
+    async with stdio_client(parameters) as streams, raw_peer_over(*streams) as peer:
+        assert is_result(await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+    await until(lambda: sink.latest_points(SESSION_DURATION) != [], seconds=30)  # flushed as the server exits
+    (point,) = sink.latest_points(SESSION_DURATION)
+    assert point.attributes == {"mcp.protocol.version": peer.protocol_version, "network.transport": "pipe"}
+    assert point.value == 1
+
+
+async def test_over_streamable_http_every_request_names_its_session_and_its_peer(sink: OtlpSink, tmp_path) -> None:
+    from mcp.client.streamable_http import streamable_http_client
+
+    server = HttpServer(sink, tmp_path, "streamable-http")
+    try:
+        for _ in range(2):
+            async with streamable_http_client(f"http://127.0.0.1:{server.port}/mcp") as streams:
+                async with raw_peer_over(*streams[:2]) as peer:  # 1.x adds a session-id getter
+                    for request_id in (1, 2):
+                        await peer.call(request_id, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        await until(lambda: len([s for s in sink.server_spans() if is_request_span(s)]) == 6)
+    finally:
+        server.stop()
+    requests = [s for s in sink.server_spans() if is_request_span(s)]
+    calls = [s for s in requests if s.attributes["mcp.method.name"] == "tools/call"]
+    for span in requests:
+        assert span.attributes["network.protocol.name"] == "http"
+        assert span.attributes["network.protocol.version"] == "1.1"
+        assert span.attributes["client.address"] == "127.0.0.1"
+        assert isinstance(span.attributes["client.port"], int)
+    # The session id comes with every request after initialize (the server assigns it in its answer).
+    initializes = [s for s in requests if s.attributes["mcp.method.name"] == "initialize"]
+    assert len(initializes) == 2 and all("mcp.session.id" not in s.attributes for s in initializes)
+    sessions = {s.attributes["mcp.session.id"] for s in calls}
+    assert len(sessions) == 2 and all(len(session) >= 16 for session in sessions)
+    await until(lambda: sink.latest_points(SESSION_DURATION) != [], seconds=30)
+    (point,) = sink.latest_points(SESSION_DURATION)
+    assert point.attributes == {
+        "mcp.protocol.version": peer.protocol_version,
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
+    }
+    assert point.value == 2
