@@ -111,9 +111,11 @@ def _serve_v1(app: LowLevelApp, name: str) -> Any:
         return [types.Tool.model_validate(tool) for tool in app.listing()]
 
     @server.call_tool(validate_input=False)
-    async def call_tool(tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(tool: str, arguments: dict[str, Any]) -> list[types.TextContent]:
         text, is_error = await app.call(tool, arguments)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=is_error)
+        if is_error:  # the decorator answers a raise with isError (mcp 1.12 takes no CallToolResult back)
+            raise RuntimeError(text)
+        return [types.TextContent(type="text", text=text)]
 
     @server.read_resource()
     async def read_resource(uri: Any) -> list[ReadResourceContents]:

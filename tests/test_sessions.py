@@ -15,13 +15,15 @@ from otel_mcp_cancel.instruments import SESSION_DURATION_BUCKETS
 from otel_mcp_cancel.session_telemetry import LIVE_SESSIONS
 from tests.conftest import is_request_span
 from tests.raw_peer import is_result, lowlevel_of, raw_peer_over, raw_session, served_in_memory
+from tests.sdk_client import sdk_client
 from tests.servers import Gates, notes_server, raising_lowlevel_server
 from tests.subprocess_servers import HttpServer, instrumented_command
-from tests.support import until
+from tests.support import MCP_MAJOR, until
 
 pytestmark = pytest.mark.anyio
 
 SESSION_DURATION = "mcp.server.session.duration"
+CLIENT_SESSION = "mcp.client.session.duration"
 
 
 async def test_every_session_is_measured_once_when_it_ends(framework, captured) -> None:
@@ -113,3 +115,21 @@ async def test_over_streamable_http_every_request_names_its_session_and_its_peer
         "network.protocol.version": "1.1",
     }
     assert point.value == 2
+
+
+async def test_the_client_measures_each_of_its_sessions(captured, sink: OtlpSink, tmp_path: Path) -> None:
+    from mcp.client import stdio  # looked up now, instrumented: the helper says where its streams lead
+
+    command, *args = instrumented_command(tmp_path)
+    parameters = StdioServerParameters(command=command, args=args, env=exporter_environment(sink.endpoint))
+    for _ in range(2):
+        async with sdk_client(stdio.stdio_client(parameters)) as client:
+            await client.call_tool("echo", {"text": "hi"})
+    async with sdk_client(served_in_memory(notes_server(Gates()))) as client:
+        await client.call_tool("echo", {"text": "hi"})
+    assert len(LIVE_SESSIONS) == 0
+    points = {point.attributes.get("network.transport"): point for point in captured.points(CLIENT_SESSION)}
+    assert (points["pipe"].count, points[None].count) == (2, 1)  # memory streams have no transport
+    version = {"mcp.protocol.version": "2025-11-25"} if MCP_MAJOR == 2 else {}  # 1.x keeps no negotiated version
+    assert dict(points["pipe"].attributes) == {"network.transport": "pipe", **version}
+    assert all("error.type" not in point.attributes for point in points.values())

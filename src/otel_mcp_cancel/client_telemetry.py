@@ -1,4 +1,5 @@
-"""The client's side: one CLIENT span and `mcp.client.operation.duration` per outbound request."""
+"""The client's side: one CLIENT span and `mcp.client.operation.duration` per outbound request, and its
+sessions' durations."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_client_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
+from otel_mcp_cancel.session_telemetry import SessionTelemetry
 
 
 class ClientTelemetry(RequestTelemetry):
@@ -17,6 +19,7 @@ class ClientTelemetry(RequestTelemetry):
 
     def __init__(self, tracer: Tracer, instruments: Instruments, options: SpanOptions) -> None:
         super().__init__(tracer, instruments.client_operation_duration, current_client_record, options)
+        self.sessions = SessionTelemetry(instruments.client_session_duration)
 
     def resolve(self, record: RequestRecord) -> None:
         # The tool names a client sends are its own code's choice, not a peer's: they are not folded.

@@ -117,6 +117,7 @@ CLIENT_OPERATION_DURATION = "mcp.client.operation.duration"
 SERVER_GHOST_RESPONSES = "mcp.server.ghost_responses"
 SERVER_GHOST_RETRIES = "mcp.server.ghost_retries"
 SERVER_SESSION_DURATION = "mcp.server.session.duration"
+CLIENT_SESSION_DURATION = "mcp.client.session.duration"
 
 # The WARNING line a ghost writes on logger "otel_mcp_cancel" starts with this.
 GHOST_LOG_PREFIX = "mcp.ghost_response.suppressed_after_cancel_ack"

@@ -8,6 +8,7 @@ from opentelemetry.metrics import Counter, Histogram, Meter
 
 from otel_mcp_cancel.conventions import (
     CLIENT_OPERATION_DURATION,
+    CLIENT_SESSION_DURATION,
     SERVER_GHOST_RESPONSES,
     SERVER_GHOST_RETRIES,
     SERVER_OPERATION_DURATION,
@@ -27,6 +28,7 @@ class Instruments:
     server_ghost_retries: Counter
     client_operation_duration: Histogram
     server_session_duration: Histogram
+    client_session_duration: Histogram
 
 
 def create_instruments(meter: Meter) -> Instruments:
@@ -61,6 +63,12 @@ def create_instruments(meter: Meter) -> Instruments:
             unit="s",
             description="MCP session duration as observed on the server, from the start of its serving loop until "
             "its stream closes or an error ends it.",
+            explicit_bucket_boundaries_advisory=list(SESSION_DURATION_BUCKETS),
+        ),
+        client_session_duration=meter.create_histogram(
+            CLIENT_SESSION_DURATION,
+            unit="s",
+            description="MCP session duration as observed on the client, from entering its session until leaving it.",
             explicit_bucket_boundaries_advisory=list(SESSION_DURATION_BUCKETS),
         ),
     )

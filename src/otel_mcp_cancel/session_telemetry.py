@@ -1,11 +1,11 @@
-"""Sessions: `mcp.server.session.duration`, once per session however it ends, with `error.type` when an
-error ended it.
+"""Sessions: `mcp.server.session.duration` and `mcp.client.session.duration`, once per session however it
+ends, with `error.type` when an error ended it.
 
 A session is a connection that began with the `initialize` handshake and lasts until its stream closes
 (stdio, SSE, a streamable HTTP session, memory streams). Stateless HTTP and the 2026-07-28
-single-exchange entry have none. The hook around a session's serving loop opens a record here; the
-requests served in it (they run in its tasks) tell it what only they see: the negotiated protocol
-version, the transport, HTTP's version.
+single-exchange entry have none. On the server, the hook around a session's serving loop opens a record
+here; the requests served in it tell it what only they see: the negotiated protocol version, the
+transport, HTTP's version. On the client, a session is a `ClientSession` from entering to leaving it.
 """
 
 from __future__ import annotations
@@ -92,6 +92,8 @@ def session_attributes(record: SessionRecord, error: BaseException | None) -> di
 
 
 class SessionTelemetry:
+    """One side's sessions: `mcp.server.session.duration` or `mcp.client.session.duration`."""
+
     def __init__(self, duration: Histogram) -> None:
         self._duration = duration
         # By the stream's id: streams are not weak-referenceable, and a session's entry leaves when it ends,
@@ -102,29 +104,39 @@ class SessionTelemetry:
         """The session served from this stream, if one is."""
         return self._by_stream.get(id(read_stream))
 
+    def open(self) -> SessionRecord | None:
+        if not is_instrumentation_enabled():
+            return None
+        record = SessionRecord()
+        LIVE_SESSIONS.add(record)
+        return record
+
+    def close(self, record: SessionRecord, error: BaseException | None) -> None:
+        """Measured once; an `Exception` that ended it is its `error.type` (a cancel, a shutdown, is a normal end)."""
+        LIVE_SESSIONS.discard(record)
+        with contained("measuring a session"):
+            ended_by = error if isinstance(error, Exception) else None
+            self._duration.record(time.perf_counter() - record.started, session_attributes(record, ended_by))
+
     @contextmanager
     def session(self, read_stream: Any) -> Iterator[None]:
-        """Around a session's serving loop: measured once when it ends; an `Exception` that ends it is its
-        `error.type` (a cancel, a shutdown, is a normal end)."""
-        if not is_instrumentation_enabled():
+        """Around a session's serving loop, reading from `read_stream`."""
+        record = self.open()
+        if record is None:
             yield
             return
-        record = SessionRecord()
         token = current_session.set(record)
         self._by_stream[id(read_stream)] = record
-        LIVE_SESSIONS.add(record)
         error: BaseException | None = None
         try:
             yield
-        except Exception as exc:
+        except BaseException as exc:
             error = exc
             raise
         finally:
             current_session.reset(token)
-            LIVE_SESSIONS.discard(record)
             self._by_stream.pop(id(read_stream), None)
-            with contained("measuring a session"):
-                self._duration.record(time.perf_counter() - record.started, session_attributes(record, error))
+            self.close(record, error)
 
 
 def note_request(

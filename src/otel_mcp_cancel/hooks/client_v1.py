@@ -72,7 +72,14 @@ class ClientHooksV1(ClientHooks):
         self._courtesy_cancel = courtesy_cancel
 
     def hooks(self) -> list[Hook]:
-        return [*self.transport_hooks(), Hook("mcp.shared.session", "BaseSession.send_request", self._send)]
+        return [
+            *self.transport_hooks(),
+            *self.session_hooks(inherited=True),  # 1.x: ClientSession has BaseSession's
+            Hook("mcp.shared.session", "BaseSession.send_request", self._send),
+        ]
+
+    def session_stream(self, session: Any) -> object:
+        return session._write_stream
 
     async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record, outgoing = None, arg(args, kwargs, 0, "request")

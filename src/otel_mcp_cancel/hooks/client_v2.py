@@ -28,9 +28,13 @@ from otel_mcp_cancel.request_state import current_client_record
 class ClientHooksV2(ClientHooks):
     _telemetry: ClientTelemetry
 
+    def session_stream(self, session: Any) -> object:
+        return getattr(session._dispatcher, "_write_stream", None)  # None in process: no transport
+
     def hooks(self) -> list[Hook]:
         return [
             *self.transport_hooks(),
+            *self.session_hooks(inherited=False),
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher.send_raw_request", self._send),
             Hook("mcp.shared.direct_dispatcher", "DirectDispatcher.send_raw_request", self._send),
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._cancel_outbound", self._cancel_outbound),

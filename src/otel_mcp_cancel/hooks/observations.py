@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import RequestRecord, current_record
+from otel_mcp_cancel.session_telemetry import SessionRecord
 
 # Set in the serving task's context when it calls `stdio_server`; handler tasks inherit it.
 stdio_transport: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -154,7 +156,44 @@ class FrameworkHooks(HookSet):
 
 
 class ClientHooks(HookSet):
-    """What the sending side's hooks of both lines share: where a session's stream leads, and its span."""
+    """What the sending side's hooks of both lines share: where a session's stream leads, its span, and how
+    long the session lasted (from entering the `ClientSession` to leaving it)."""
+
+    def __init__(self, telemetry: Any) -> None:
+        super().__init__(telemetry)
+        self._sessions: weakref.WeakKeyDictionary[Any, SessionRecord] = weakref.WeakKeyDictionary()
+
+    def session_hooks(self, inherited: bool) -> list[Hook]:
+        return [
+            Hook("mcp.client.session", "ClientSession.__aenter__", self._enter_session, inherited=inherited),
+            Hook("mcp.client.session", "ClientSession.__aexit__", self._leave_session, inherited=inherited),
+        ]
+
+    def session_stream(self, session: Any) -> object:
+        """The write stream a client session sends on (it differs between the lines)."""
+        raise NotImplementedError
+
+    async def _enter_session(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        entered = await wrapped(*args, **kwargs)  # a session that failed to start never was one
+        if self.active:
+            with contained("opening a client session"):
+                record = self._telemetry.sessions.open()
+                if record is not None:
+                    destination = client_transports.of_stream(self.session_stream(instance))
+                    record.network_transport = destination.get(NETWORK_TRANSPORT)
+                    self._sessions[instance] = record
+        return entered
+
+    async def _leave_session(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            return await wrapped(*args, **kwargs)
+        finally:
+            with contained("closing a client session"):
+                record = self._sessions.pop(instance, None)
+                if record is not None:
+                    version = getattr(instance, "protocol_version", None)  # mcp 2.x keeps it; 1.x does not
+                    record.protocol_version = version if isinstance(version, str) else None
+                    self._telemetry.sessions.close(record, arg(args, kwargs, 1, "exc_val"))
 
     def transport_hooks(self) -> list[Hook]:
         return client_transports.transport_hooks(self._transport)
