@@ -18,8 +18,8 @@ from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel import conventions
 from tests.prometheus_server import Prometheus, require_prometheus
 from tests.raw_peer import RawPeer, raw_peer_over
-from tests.subprocess_servers import free_port, ghost_then_retry, instrumented_command
-from tests.support import until
+from tests.subprocess_servers import HttpServer, free_port, ghost_then_retry, instrumented_command
+from tests.support import MCP_MAJOR, until
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "collector-config"
@@ -168,7 +168,7 @@ def metric_tool_name(span) -> str:
 
 def values(result: dict[tuple[tuple[str, str], ...], float], *labels: str) -> dict[tuple[str, ...], float]:
     """A query result keyed by the given labels' values."""
-    return {tuple(dict(series)[label] for label in labels): value for series, value in result.items()}
+    return {tuple(dict(series).get(label, "") for label in labels): value for series, value in result.items()}
 
 
 @pytest.mark.anyio
@@ -256,3 +256,45 @@ async def check_every_query(prometheus: Prometheus, sink: OtlpSink) -> None:
     unsafe_last_hour = documented_query("Prometheus (our counter)")
     assert values(prometheus.query(unsafe_last_hour), "gen_ai_tool_name") == {("shielded_write",): 1}
     assert prometheus.page_status("/classic/alerts") == 200
+
+
+@pytest.mark.anyio
+async def test_sessions_by_how_they_ended_on_a_real_prometheus(sink: OtlpSink, tmp_path: Path) -> None:
+    """Streamable HTTP sessions: one ends normally; on mcp 1.x with the guard off, a ghost ends another."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    metrics_port = free_port()
+    guard_off = {"OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD": "off"} if MCP_MAJOR == 1 else {}
+    server = HttpServer(
+        sink, tmp_path, "streamable-http",
+        OTEL_METRICS_EXPORTER="prometheus",
+        OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1",
+        OTEL_EXPORTER_PROMETHEUS_PORT=str(metrics_port),
+        **guard_off,
+    )
+    prometheus = Prometheus(tmp_path, metrics_port, ALERTS)
+    url = f"http://127.0.0.1:{server.port}/mcp"
+    expected = {("",): 1.0}
+    try:
+        async with streamable_http_client(url) as streams, raw_peer_over(*streams[:2]) as peer:
+            await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        if MCP_MAJOR == 1:
+            async with streamable_http_client(url) as streams, raw_peer_over(*streams[:2]) as peer:
+                await peer.request(100, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
+                await peer.call(101, "tools/call", {"name": "wait_started", "arguments": {}})
+                await peer.cancel(100, "timed out after 30.0s")
+                await peer.barrier("read-the-cancel")
+                await peer.request(102, "tools/call", {"name": "release", "arguments": {}})
+                await until(lambda: (tmp_path / "g.md").exists())
+            expected[("AssertionError",)] = 1.0
+        (panel,) = dashboard_queries()["Sessions by how they ended, per server (since the server started)"]
+        await until(lambda: values(prometheus.query(panel), "error_type") == expected, seconds=30)
+        alert = alert_queries()["McpSessionEndedByError"]
+        ended_by_error = {key: value for key, value in expected.items() if key != ("",)}
+        await until(lambda: values(prometheus.query(alert), "error_type") == ended_by_error, seconds=30)
+        assert {labels for series in prometheus.query(panel) for labels in dict(series)} == {
+            "job", "instance", *(["error_type"] if MCP_MAJOR == 1 else [])
+        }
+    finally:
+        prometheus.stop()
+        server.stop()

@@ -67,7 +67,7 @@ class ServerTelemetry(RequestTelemetry):
         self._instruments = instruments
         self._retries = retries
         self.sessions = SessionTelemetry(instruments.server_session_duration)
-        # Frameworks' own registries, for a tool that never ran: (low-level server, name) -> registered.
+        # Frameworks' own registries, for a cancelled call whose tool never ran: (low-level server, name) -> registered.
         self.registries: list[Callable[[Any, str], bool]] = []
 
     def parent(self, params: Any) -> Context | None:
@@ -103,8 +103,10 @@ class ServerTelemetry(RequestTelemetry):
             record.method_known = tool_registry.serves_method(record.server, record.method)
         tool = _tool(record)
         if tool is not None and not record.tool_registered and record.server is not None:
-            record.tool_registered = tool_registry.is_registered(record.server, tool) or any(
-                registered(record.server, tool) for registered in self.registries
+            # A framework's registry speaks for a call cancelled before the framework ran its tool; a call
+            # that got as far as failing was told by the framework itself whether it knew the name.
+            record.tool_registered = tool_registry.is_registered(record.server, tool) or (
+                record.cancelled and any(registered(record.server, tool) for registered in self.registries)
             )
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:

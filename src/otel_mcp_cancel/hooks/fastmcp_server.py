@@ -40,7 +40,7 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
 
     def registers(self, lowlevel_server: Any, name: str) -> bool:
         """Whether the FastMCP behind a low-level server has a local tool of that name: read from its own
-        dicts, for a call that ended before FastMCP ran (or even found) its tool. Tools of mounted servers
+        dicts, for a call cancelled before FastMCP ran (or even found) its tool. Tools of mounted servers
         are known once they ran or were listed."""
         reference = getattr(lowlevel_server, "_fastmcp_ref", None)
         server = reference() if callable(reference) else None
