@@ -8,7 +8,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from examples.otlp_sink import OtlpSink, exporter_environment
 from tests.raw_peer import RawPeer, is_result
@@ -64,6 +67,17 @@ class HttpServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+@asynccontextmanager
+async def http_streams(url: str) -> AsyncIterator[tuple[Any, Any]]:
+    """A streamable HTTP client's (read, write) streams: `streamable_http_client` where the line has it
+    (1.x releases before 1.2x have only `streamablehttp_client`, which adds a session-id getter)."""
+    from mcp.client import streamable_http
+
+    connect = getattr(streamable_http, "streamable_http_client", None) or streamable_http.streamablehttp_client
+    async with connect(url) as streams:
+        yield streams[0], streams[1]
 
 
 async def ghost_then_retry(peer: RawPeer, vault: Path) -> None:

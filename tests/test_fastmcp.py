@@ -22,7 +22,7 @@ from tests.conftest import is_request_span
 from tests.frameworks import FASTMCP_MAJOR, FRAMEWORKS
 from tests.raw_peer import RawPeer, is_result, raw_peer_over, raw_session
 from tests.servers import Gates, annotated_server, make_ghost, notes_server
-from tests.subprocess_servers import HttpServer, ghost_then_retry, instrumented_command
+from tests.subprocess_servers import HttpServer, ghost_then_retry, http_streams, instrumented_command
 from tests.support import MCP_MAJOR, until
 
 pytestmark = [
@@ -227,12 +227,10 @@ async def test_over_stdio_one_span_per_request_and_the_first_ghost_has_its_risk(
 async def test_over_streamable_http_one_span_per_request_and_the_first_ghost_has_its_risk(
     sink: OtlpSink, tmp_path: Path
 ) -> None:
-    from mcp.client.streamable_http import streamable_http_client
-
     server = HttpServer(sink, tmp_path, "streamable-http", GATED_FRAMEWORK="fastmcp")
     try:
-        async with streamable_http_client(f"http://127.0.0.1:{server.port}/mcp") as streams:
-            async with raw_peer_over(*streams[:2]) as peer:  # 1.x adds a session-id getter
+        async with http_streams(f"http://127.0.0.1:{server.port}/mcp") as streams:
+            async with raw_peer_over(*streams) as peer:
                 await ghost_then_retry(peer, tmp_path)
     finally:
         server.stop()

@@ -18,7 +18,7 @@ from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel import conventions
 from tests.prometheus_server import Prometheus, require_prometheus
 from tests.raw_peer import RawPeer, raw_peer_over
-from tests.subprocess_servers import HttpServer, free_port, ghost_then_retry, instrumented_command
+from tests.subprocess_servers import HttpServer, free_port, ghost_then_retry, http_streams, instrumented_command
 from tests.support import MCP_MAJOR, until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -261,8 +261,6 @@ async def check_every_query(prometheus: Prometheus, sink: OtlpSink) -> None:
 @pytest.mark.anyio
 async def test_sessions_by_how_they_ended_on_a_real_prometheus(sink: OtlpSink, tmp_path: Path) -> None:
     """Streamable HTTP sessions: one ends normally; on mcp 1.x with the guard off, a ghost ends another."""
-    from mcp.client.streamable_http import streamable_http_client
-
     metrics_port = free_port()
     guard_off = {"OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD": "off"} if MCP_MAJOR == 1 else {}
     server = HttpServer(
@@ -276,10 +274,10 @@ async def test_sessions_by_how_they_ended_on_a_real_prometheus(sink: OtlpSink, t
     url = f"http://127.0.0.1:{server.port}/mcp"
     expected = {("",): 1.0}
     try:
-        async with streamable_http_client(url) as streams, raw_peer_over(*streams[:2]) as peer:
+        async with http_streams(url) as streams, raw_peer_over(*streams) as peer:
             await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         if MCP_MAJOR == 1:
-            async with streamable_http_client(url) as streams, raw_peer_over(*streams[:2]) as peer:
+            async with http_streams(url) as streams, raw_peer_over(*streams) as peer:
                 await peer.request(100, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
                 await peer.call(101, "tools/call", {"name": "wait_started", "arguments": {}})
                 await peer.cancel(100, "timed out after 30.0s")

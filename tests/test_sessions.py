@@ -17,7 +17,7 @@ from tests.conftest import is_request_span
 from tests.raw_peer import is_result, lowlevel_of, raw_peer_over, raw_session, served_in_memory
 from tests.sdk_client import sdk_client
 from tests.servers import Gates, notes_server, raising_lowlevel_server
-from tests.subprocess_servers import HttpServer, instrumented_command
+from tests.subprocess_servers import HttpServer, http_streams, instrumented_command
 from tests.support import MCP_MAJOR, until
 
 pytestmark = pytest.mark.anyio
@@ -82,13 +82,11 @@ async def test_over_stdio_the_session_is_a_pipe(sink: OtlpSink, tmp_path: Path) 
 
 
 async def test_over_streamable_http_every_request_names_its_session_and_its_peer(sink: OtlpSink, tmp_path) -> None:
-    from mcp.client.streamable_http import streamable_http_client
-
     server = HttpServer(sink, tmp_path, "streamable-http")
     try:
         for _ in range(2):
-            async with streamable_http_client(f"http://127.0.0.1:{server.port}/mcp") as streams:
-                async with raw_peer_over(*streams[:2]) as peer:  # 1.x adds a session-id getter
+            async with http_streams(f"http://127.0.0.1:{server.port}/mcp") as streams:
+                async with raw_peer_over(*streams) as peer:
                     for request_id in (1, 2):
                         await peer.call(request_id, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         await until(lambda: len([s for s in sink.server_spans() if is_request_span(s)]) == 6)

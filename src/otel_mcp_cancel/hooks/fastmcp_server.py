@@ -7,7 +7,8 @@ request's span. These add what only FastMCP knows:
   mounted servers); returned, the side effects are done, however FastMCP goes on after (a checkpoint
   there, on 2.x, would otherwise hide a ghost);
 - 3.x and 4.x: the SERVER span FastMCP opens itself is ours, lent, and its client's CLIENT span steps
-  aside for ours (see `fastmcp_spans`).
+  aside for ours (see `fastmcp_spans`);
+- 2.x and 3.x (on mcp 1.x): a session's serving loop, which FastMCP runs itself.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
     def hooks(self) -> list[Hook]:
         # FastMCP imports the SDK's `stdio_server` by name: each binding is wrapped, for network.transport.
         stdio = "fastmcp.server.server" if self._major == 2 else "fastmcp.server.mixins.transport"
-        return [Hook(stdio, "stdio_server", self.stdio_server), *self._component_hooks()]
+        hooks = [Hook(stdio, "stdio_server", self.stdio_server), *self._component_hooks()]
+        if self._major < 4:  # on mcp 1.x FastMCP serves a session with its own `run`, not the SDK's
+            hooks.append(Hook("fastmcp.server.low_level", "LowLevelServer.run", self.session_run))
+        return hooks
 
     def _component_hooks(self) -> list[Hook]:
         if self._major == 2:  # one manager per kind runs every local component, by key

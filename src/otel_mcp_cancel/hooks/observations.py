@@ -149,6 +149,15 @@ class FrameworkHooks(HookSet):
             return await wrapped(*args, **kwargs)
         return await observed(record, wrapped, args, kwargs)
 
+    async def session_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """mcp 1.x `Server.run` (or a framework's override of it): a session's serving loop, unless
+        stateless HTTP runs it for one request."""
+        stateless = args[4] if len(args) > 4 else kwargs.get("stateless", False)
+        if not self.active or stateless:
+            return await wrapped(*args, **kwargs)
+        with self._telemetry.sessions.session(arg(args, kwargs, 0, "read_stream")):
+            return await wrapped(*args, **kwargs)
+
     def stdio_server(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if self.active:
             stdio_transport.set(NETWORK_TRANSPORT_PIPE)

@@ -103,7 +103,7 @@ class ServerHooksV1(FrameworkHooks):
 
     def hooks(self) -> list[Hook]:
         return [
-            Hook("mcp.server.lowlevel.server", "Server.run", self._run),
+            Hook("mcp.server.lowlevel.server", "Server.run", self.session_run),
             Hook("mcp.server.lowlevel.server", "Server._handle_request", self._handle_request),
             Hook("mcp.server.session", "ServerSession._received_request", self._received_request),
             Hook("mcp.shared.session", "RequestResponder.respond", self._respond),
@@ -125,13 +125,6 @@ class ServerHooksV1(FrameworkHooks):
                 http_peer(record, responder.message_metadata)
         return record
 
-    async def _run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """A session's serving loop, unless stateless HTTP runs it for one request."""
-        stateless = args[4] if len(args) > 4 else kwargs.get("stateless", False)
-        if not self.active or stateless:
-            return await wrapped(*args, **kwargs)
-        with self._telemetry.sessions.session(arg(args, kwargs, 0, "read_stream")):
-            return await wrapped(*args, **kwargs)
 
     async def _serve(self, record: RequestRecord, responder: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
         LIVE.add(responder, record)
