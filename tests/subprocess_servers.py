@@ -80,13 +80,21 @@ async def http_streams(url: str) -> AsyncIterator[tuple[Any, Any]]:
         yield streams[0], streams[1]
 
 
-async def ghost_then_retry(peer: RawPeer, vault: Path) -> None:
-    """On the gated server: request 100 becomes a ghost of `shielded_write` (unsafe), request 103 retries it."""
+async def gated_ghost(peer: RawPeer, vault: Path) -> None:
+    """On the gated server: request 100 becomes a ghost of `shielded_write` (unsafe); its file is written.
+
+    The release (102) is not awaited: on mcp 1.x without the guard the ghost's late answer ends the session
+    before that answer is written."""
     await peer.request(100, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
     await peer.call(101, "tools/call", {"name": "wait_started", "arguments": {}})
     await peer.cancel(100, "timed out after 30.0s")
     await peer.barrier("read-the-cancel")
-    await peer.call(102, "tools/call", {"name": "release", "arguments": {}})
+    await peer.request(102, "tools/call", {"name": "release", "arguments": {}})
     await until(lambda: (vault / "g.md").exists())
+
+
+async def ghost_then_retry(peer: RawPeer, vault: Path) -> None:
+    """The gated ghost (request 100), then request 103 retries it."""
+    await gated_ghost(peer, vault)
     retry = await peer.call(103, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
     assert is_result(retry)

@@ -18,7 +18,14 @@ from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel import conventions
 from tests.prometheus_server import Prometheus, require_prometheus
 from tests.raw_peer import RawPeer, raw_peer_over
-from tests.subprocess_servers import HttpServer, free_port, ghost_then_retry, http_streams, instrumented_command
+from tests.subprocess_servers import (
+    HttpServer,
+    free_port,
+    gated_ghost,
+    ghost_then_retry,
+    http_streams,
+    instrumented_command,
+)
 from tests.support import MCP_MAJOR, until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -278,12 +285,7 @@ async def test_sessions_by_how_they_ended_on_a_real_prometheus(sink: OtlpSink, t
             await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         if MCP_MAJOR == 1:
             async with http_streams(url) as streams, raw_peer_over(*streams) as peer:
-                await peer.request(100, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
-                await peer.call(101, "tools/call", {"name": "wait_started", "arguments": {}})
-                await peer.cancel(100, "timed out after 30.0s")
-                await peer.barrier("read-the-cancel")
-                await peer.request(102, "tools/call", {"name": "release", "arguments": {}})
-                await until(lambda: (tmp_path / "g.md").exists())
+                await gated_ghost(peer, tmp_path)
             expected[("AssertionError",)] = 1.0
         (panel,) = dashboard_queries()["Sessions by how they ended, per server (since the server started)"]
         await until(lambda: values(prometheus.query(panel), "error_type") == expected, seconds=30)
