@@ -9,6 +9,7 @@ import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.memory import create_client_server_memory_streams
+from opentelemetry.trace import SpanKind
 
 from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel.instruments import SESSION_DURATION_BUCKETS
@@ -131,3 +132,18 @@ async def test_the_client_measures_each_of_its_sessions(captured, sink: OtlpSink
     version = {"mcp.protocol.version": "2025-11-25"} if MCP_MAJOR == 2 else {}  # 1.x keeps no negotiated version
     assert dict(points["pipe"].attributes) == {"network.transport": "pipe", **version}
     assert all("error.type" not in point.attributes for point in points.values())
+
+
+async def test_client_spans_name_the_session_the_server_gave(captured, sink: OtlpSink, tmp_path: Path) -> None:
+    server = HttpServer(sink, tmp_path, "streamable-http")
+    try:
+        async with sdk_client(http_streams(f"http://127.0.0.1:{server.port}/mcp")) as client:
+            await client.call_tool("echo", {"text": "hi"})
+        await until(lambda: any(s.name == "tools/call echo" for s in sink.server_spans()))
+    finally:
+        server.stop()
+    (sent,) = [s for s in captured.of_kind(SpanKind.CLIENT) if s.name == "tools/call echo"]
+    (served,) = [s for s in sink.server_spans() if s.name == "tools/call echo"]
+    assert sent.attributes["mcp.session.id"] == served.attributes["mcp.session.id"]
+    (initialize,) = [s for s in captured.of_kind(SpanKind.CLIENT) if s.name == "initialize"]
+    assert "mcp.session.id" not in initialize.attributes  # the server assigns it in its answer

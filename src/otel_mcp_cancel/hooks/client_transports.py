@@ -34,7 +34,7 @@ _BINDINGS = (
 )
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
-_open: dict[int, tuple[Any, dict[str, Any]]] = {}
+_open: dict[int, tuple[Any, dict[str, Any], Callable[[], object] | None]] = {}
 _lock = threading.Lock()
 
 
@@ -73,7 +73,8 @@ def of_stream(write_stream: object) -> dict[str, Any]:
 
 
 class Remembered:
-    """The helper's async context manager, remembering the streams it yields while they are open."""
+    """The helper's async context manager, remembering the streams it yields while they are open, and how
+    to read the session id its transport was given (streamable HTTP)."""
 
     def __init__(self, context_manager: Any, attributes: dict[str, Any]) -> None:
         self._context_manager = context_manager
@@ -83,15 +84,38 @@ class Remembered:
     async def __aenter__(self) -> Any:
         streams = await self._context_manager.__aenter__()
         write_stream = streams[1]
+        session_id = _session_id_getter(self._context_manager, streams)
         with _lock:
             self._key = id(write_stream)
-            _open[self._key] = (write_stream, self._attributes)
+            _open[self._key] = (write_stream, self._attributes, session_id)
         return streams
 
     async def __aexit__(self, *exc_info: Any) -> Any:
         with _lock:
             _open.pop(self._key, None)
         return await self._context_manager.__aexit__(*exc_info)
+
+
+def _session_id_getter(context_manager: Any, streams: Any) -> Callable[[], object] | None:
+    """mcp 1.x's streamable HTTP helper yields a getter; 2.x's keeps the session id on its transport, a local
+    of the helper, suspended at its `yield` while the streams are open."""
+    if len(streams) > 2 and callable(streams[2]):
+        return streams[2]
+    frame = getattr(getattr(context_manager, "gen", None), "ag_frame", None)
+    transport = frame.f_locals.get("transport") if frame is not None else None
+    if transport is not None and hasattr(transport, "session_id"):
+        return lambda: transport.session_id
+    return None
+
+
+def session_id_of(write_stream: object) -> str | None:
+    """The session id the transport behind this write stream holds now, if it has one."""
+    with _lock:
+        entry = _open.get(id(write_stream))
+    if entry is None or entry[0] is not write_stream or entry[2] is None:
+        return None
+    session_id = entry[2]()
+    return session_id if isinstance(session_id, str) else None
 
 
 def open_count() -> int:

@@ -221,4 +221,8 @@ class ClientHooks(HookSet):
         record = self._telemetry.open(method, params, request_id, destination.get(NETWORK_TRANSPORT))
         if record is not None:
             record.span.set_attributes({key: value for key, value in destination.items() if key != NETWORK_TRANSPORT})
+            with contained("reading a client's session id"):
+                session_id = client_transports.session_id_of(write_stream)
+                if session_id is not None:  # none before the server assigned one in its `initialize` answer
+                    record.span.set_attribute(MCP_SESSION_ID, bounded(session_id))
         return record
