@@ -41,6 +41,7 @@ from opentelemetry.trace import SpanKind
 from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.request_state import LIVE
+from otel_mcp_cancel.session_telemetry import LIVE_SESSIONS
 from tests.conftest import Captured, instrumented
 from tests.frameworks import Framework
 from tests.race_server import Gates, race_server
@@ -235,7 +236,7 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
             server_spans = server.spans()
             ghosts_counted = server.ghosts_counted()
         client_spans = [s for s in captured.of_kind(SpanKind.CLIENT) if s.name == "tools/call work"]
-        assert len(LIVE) == 0 and client_transports.open_count() == 0
+        assert len(LIVE) == len(LIVE_SESSIONS) == client_transports.open_count() == 0
 
     client_span_of = {span.attributes["jsonrpc.request.id"]: span for span in client_spans}
     server_span_of = {span.attributes["jsonrpc.request.id"]: span for span in server_spans}

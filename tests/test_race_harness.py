@@ -24,6 +24,7 @@ import pytest
 
 from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.request_state import LIVE
+from otel_mcp_cancel.session_telemetry import LIVE_SESSIONS
 from tests.race_server import Gates, race_server
 from tests.raw_peer import RawPeer, is_error, is_result, raw_session
 from tests.support import MCP_MAJOR, until
@@ -112,7 +113,7 @@ async def test_randomized_cancels_agree_with_ground_truth(framework, captured, t
     outcomes = Counter((plans[int(i)][0], span.attributes["tool.outcome"]) for i, span in spans.items())
     print(f"\nrace harness, {framework} on mcp {MCP_MAJOR}.x, {CALLS} calls, seed {SEED}: {ghosts} ghosts;",
           ", ".join(f"{window} {outcome} {n}" for (window, outcome), n in sorted(outcomes.items())))
-    assert len(LIVE) == 0 and client_transports.open_count() == 0
+    assert len(LIVE) == len(LIVE_SESSIONS) == client_transports.open_count() == 0
     # Every window was exercised; a call cancelled mid-work is cancelled, and a ghost exactly when shielded.
     assert {window for window, _ in plans.values()} == set(WINDOWS)
     for request_id, (window, shielded) in plans.items():

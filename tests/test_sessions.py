@@ -13,7 +13,7 @@ from opentelemetry.trace import SpanKind
 
 from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel.instruments import SESSION_DURATION_BUCKETS
-from otel_mcp_cancel.session_telemetry import LIVE_SESSIONS
+from otel_mcp_cancel.session_telemetry import LIVE_SESSIONS, error_type
 from tests.conftest import is_request_span
 from tests.raw_peer import is_result, lowlevel_of, raw_peer_over, raw_session, served_in_memory
 from tests.sdk_client import sdk_client
@@ -45,6 +45,25 @@ async def test_a_session_that_never_initializes_is_measured_without_a_version(ca
     (point,) = captured.points(SESSION_DURATION)
     assert (dict(point.attributes), point.count) == ({}, 1)
     assert len(LIVE_SESSIONS) == 0
+
+
+async def test_a_transport_closed_under_a_request_ends_its_session_once(framework, captured) -> None:
+    """The client goes away with a call in flight; the handler then returns. mcp 2.x and recent 1.x end the
+    session normally; older 1.x releases die writing that late answer (ClosedResourceError): the session's
+    error.type is whatever ended the server's run(), and nothing else."""
+    gates = Gates()
+    crashes: list[Exception] = []
+    async with served_in_memory(notes_server(gates, framework), crashes) as (read_stream, write_stream):
+        async with raw_peer_over(read_stream, write_stream) as peer:
+            await peer.request(1, "tools/call", {"name": "slow", "arguments": {"text": "hi"}})
+            await gates.started.wait()
+            await write_stream.aclose()
+            gates.let_go()  # mcp 1.x keeps serving the session until its handlers return
+            await until(lambda: len(captured.points(SESSION_DURATION)) == 1)
+    (point,) = captured.points(SESSION_DURATION)
+    ended_by = {"error.type": error_type(crashes[0])} if crashes else {}
+    assert dict(point.attributes) == {"mcp.protocol.version": peer.protocol_version, **ended_by}
+    assert point.count == 1 and len(LIVE_SESSIONS) == 0
 
 
 async def test_a_session_an_error_ends_has_its_error_type(captured) -> None:
