@@ -133,6 +133,36 @@ async def test_over_streamable_http_every_request_names_its_session_and_its_peer
         "network.protocol.version": "1.1",
     }
     assert point.value == 2
+    # HTTP's version is on the operation metric too (bounded: the server's own HTTP stack decides it).
+    (echo,) = [p for p in sink.latest_points("mcp.server.operation.duration") if p.attributes.get("gen_ai.tool.name")]
+    assert (echo.attributes["network.protocol.name"], echo.attributes["network.protocol.version"]) == ("http", "1.1")
+
+
+async def test_over_sse_a_session_is_its_stream(sink: OtlpSink, tmp_path: Path) -> None:
+    from mcp.client.sse import sse_client
+
+    server = HttpServer(sink, tmp_path, "sse")
+    try:
+        async with sse_client(f"http://127.0.0.1:{server.port}/sse") as streams:
+            async with raw_peer_over(*streams) as peer:
+                await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        await until(lambda: sink.latest_points(SESSION_DURATION) != [], seconds=30)
+    finally:
+        server.stop()
+    (span,) = [s for s in sink.server_spans() if s.name == "tools/call echo"]
+    assert {key: span.attributes[key] for key in ("network.transport", "network.protocol.name")} == {
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+    }
+    assert "mcp.session.id" not in span.attributes  # SSE names its session in a query parameter, not a header
+    (point,) = sink.latest_points(SESSION_DURATION)
+    assert point.attributes == {
+        "mcp.protocol.version": peer.protocol_version,
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
+    }
+    assert point.value == 1
 
 
 async def test_the_client_measures_each_of_its_sessions(captured, sink: OtlpSink, tmp_path: Path) -> None:

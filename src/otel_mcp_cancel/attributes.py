@@ -20,6 +20,9 @@ from otel_mcp_cancel.conventions import (
     MCP_METHOD_NAME_ORIGINAL,
     MCP_PROTOCOL_VERSION,
     MCP_RESOURCE_URI,
+    NETWORK_PROTOCOL_HTTP,
+    NETWORK_PROTOCOL_NAME,
+    NETWORK_PROTOCOL_VERSION,
     NETWORK_TRANSPORT,
     OTHER,
     PROMPTS_GET,
@@ -134,6 +137,7 @@ def metric_attributes(
     tool_registered: bool,
     protocol_version: str | None,
     network_transport: str | None,
+    http_version: str | None,
     outcome: tuple[tuple[str, Any], ...] = (),
 ) -> dict[str, Any]:
     """The allow-listed, low-cardinality attributes every server metric shares, and a verdict's.
@@ -144,7 +148,7 @@ def metric_attributes(
     """
     folded_tool = tool_name if tool_registered or tool_name is None else OTHER
     return _metric_attributes(method if method_known else OTHER, folded_tool, protocol_version, network_transport,
-                              outcome)
+                              http_version, outcome)
 
 
 # Keyed by folded values only, so a peer's invented names cannot churn the cache.
@@ -154,6 +158,7 @@ def _metric_attributes(
     tool_name: str | None,
     protocol_version: str | None,
     network_transport: str | None,
+    http_version: str | None,
     outcome: tuple[tuple[str, Any], ...],
 ) -> dict[str, Any]:
     attributes: dict[str, Any] = {MCP_METHOD_NAME: bounded(method)}
@@ -165,6 +170,9 @@ def _metric_attributes(
         attributes[MCP_PROTOCOL_VERSION] = bounded(protocol_version)
     if network_transport is not None:
         attributes[NETWORK_TRANSPORT] = network_transport
+    if http_version is not None:
+        attributes[NETWORK_PROTOCOL_NAME] = NETWORK_PROTOCOL_HTTP
+        attributes[NETWORK_PROTOCOL_VERSION] = http_version
     attributes.update(outcome)
     return attributes
 

@@ -186,7 +186,7 @@ class RequestTelemetry:
         return {key: value for key, value in metric_attributes(*_metric_fields(record)).items() if key in keys}
 
 
-def _metric_fields(record: RequestRecord) -> tuple[str, bool, str | None, bool, str | None, str | None]:
+def _metric_fields(record: RequestRecord) -> tuple[str, bool, str | None, bool, str | None, str | None, str | None]:
     """What a request's metric attributes are made of, in `attributes.metric_attributes`' order."""
     return (
         record.method,
@@ -195,4 +195,5 @@ def _metric_fields(record: RequestRecord) -> tuple[str, bool, str | None, bool, 
         record.tool_registered,
         record.protocol_version,
         record.network_transport,
+        record.http_version,
     )
