@@ -20,6 +20,7 @@ from otel_mcp_cancel.conventions import (
     SERVER_ADDRESS,
     SERVER_PORT,
 )
+from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks.wrapping import Hook
 
 _HELPERS = ("stdio_client", "streamable_http_client", "streamablehttp_client", "sse_client")
@@ -83,8 +84,9 @@ class Remembered:
 
     async def __aenter__(self) -> Any:
         streams = await self._context_manager.__aenter__()
-        write_stream = streams[1]
-        session_id = _session_id_getter(self._context_manager, streams)
+        write_stream, session_id = streams[1], None
+        with contained("finding a transport's session id"):
+            session_id = _session_id_getter(self._context_manager, streams)
         with _lock:
             self._key = id(write_stream)
             _open[self._key] = (write_stream, self._attributes, session_id)
