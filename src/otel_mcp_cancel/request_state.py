@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry.trace import Span
 
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
+from otel_mcp_cancel.session_telemetry import SessionRecord
 
 
 @dataclass(eq=False)
@@ -41,7 +42,7 @@ class RequestRecord:
     write_interrupted: bool = False  # a cancel cut the answer's write short (mcp 1.x without the guard)
     protocol_version: str | None = None
     http_version: str | None = None  # the HTTP version it came over, if it did
-    in_session: Any = None  # the server session (session_telemetry.SessionRecord) it was served in
+    in_session: SessionRecord | None = None  # the server session it was served in
     server: Any = None  # the low-level server answering, to ask which tools it registered
     session: Any = None  # the connection or session it came on, to match retries
     tool_registered: bool = False

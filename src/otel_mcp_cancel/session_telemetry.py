@@ -10,7 +10,6 @@ transport, HTTP's version. On the client, a session is a `ClientSession` from en
 
 from __future__ import annotations
 
-import contextvars
 import threading
 import time
 from collections.abc import Iterator
@@ -39,13 +38,6 @@ class SessionRecord:
     protocol_version: str | None = None
     network_transport: str | None = None
     http_version: str | None = None  # the HTTP version its requests came over, if they did
-
-
-# mcp 1.x serves a session's requests in tasks of its serving loop: they see it here. mcp 2.x runs them
-# in the sender's context; they find it by the stream they were read from (`SessionTelemetry.of`).
-current_session: contextvars.ContextVar[SessionRecord | None] = contextvars.ContextVar(
-    "otel_mcp_cancel_session", default=None
-)
 
 
 class LiveSessions:
@@ -96,8 +88,9 @@ class SessionTelemetry:
 
     def __init__(self, duration: Histogram) -> None:
         self._duration = duration
-        # By the stream's id: streams are not weak-referenceable, and a session's entry leaves when it ends,
-        # so a live entry's id is always its own stream's.
+        # A request finds its session by the stream it was read from (mcp 2.x runs handlers in the sender's
+        # context, not the serving loop's). By the stream's id: streams are not weak-referenceable, and a
+        # session's entry leaves when it ends, so a live entry's id is always its own stream's.
         self._by_stream: dict[int, SessionRecord] = {}
 
     def of(self, read_stream: Any) -> SessionRecord | None:
@@ -125,7 +118,6 @@ class SessionTelemetry:
         if record is None:
             yield
             return
-        token = current_session.set(record)
         self._by_stream[id(read_stream)] = record
         error: BaseException | None = None
         try:
@@ -134,7 +126,6 @@ class SessionTelemetry:
             error = exc
             raise
         finally:
-            current_session.reset(token)
             self._by_stream.pop(id(read_stream), None)
             self.close(record, error)
 

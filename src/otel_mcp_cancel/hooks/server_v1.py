@@ -43,7 +43,6 @@ from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
-from otel_mcp_cancel.session_telemetry import current_session
 
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.fastmcp.server", "mcp")
 
@@ -120,8 +119,8 @@ class ServerHooksV1(FrameworkHooks):
         if record is not None:
             record.server, record.session = server, session
             record.protocol_version = _negotiated_version(session)
-            record.in_session = current_session.get()
-            with contained("reading the HTTP request"):
+            with contained("reading a request's session and peer"):
+                record.in_session = self._telemetry.sessions.of(session._read_stream)
                 http_peer(record, responder.message_metadata)
         return record
 
