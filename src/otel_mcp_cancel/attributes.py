@@ -171,9 +171,16 @@ def _metric_attributes(
     if network_transport is not None:
         attributes[NETWORK_TRANSPORT] = network_transport
     if http_version is not None:
-        attributes[NETWORK_PROTOCOL_NAME] = NETWORK_PROTOCOL_HTTP
-        attributes[NETWORK_PROTOCOL_VERSION] = http_version
+        attributes.update(http_protocol(http_version))
     attributes.update(outcome)
+    return attributes
+
+
+def http_protocol(version: str | None) -> dict[str, Any]:
+    """network.protocol.name for something that came over HTTP, and its version where known."""
+    attributes: dict[str, Any] = {NETWORK_PROTOCOL_NAME: NETWORK_PROTOCOL_HTTP}
+    if version is not None:
+        attributes[NETWORK_PROTOCOL_VERSION] = version
     return attributes
 
 

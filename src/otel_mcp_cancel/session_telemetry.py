@@ -20,13 +20,10 @@ from typing import Any
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram
 
-from otel_mcp_cancel.attributes import bounded
+from otel_mcp_cancel.attributes import bounded, http_protocol
 from otel_mcp_cancel.conventions import (
     ERROR_TYPE,
     MCP_PROTOCOL_VERSION,
-    NETWORK_PROTOCOL_HTTP,
-    NETWORK_PROTOCOL_NAME,
-    NETWORK_PROTOCOL_VERSION,
     NETWORK_TRANSPORT,
 )
 from otel_mcp_cancel.faults import contained
@@ -76,8 +73,7 @@ def session_attributes(record: SessionRecord, error: BaseException | None) -> di
     if record.network_transport is not None:
         attributes[NETWORK_TRANSPORT] = record.network_transport
     if record.http_version is not None:
-        attributes[NETWORK_PROTOCOL_NAME] = NETWORK_PROTOCOL_HTTP
-        attributes[NETWORK_PROTOCOL_VERSION] = bounded(record.http_version)
+        attributes.update(http_protocol(record.http_version))
     if error is not None:
         attributes[ERROR_TYPE] = error_type(error)
     return attributes

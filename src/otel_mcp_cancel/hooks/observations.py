@@ -9,14 +9,11 @@ from typing import Any
 
 import anyio
 
-from otel_mcp_cancel.attributes import bounded
+from otel_mcp_cancel.attributes import bounded, http_protocol
 from otel_mcp_cancel.conventions import (
     CLIENT_ADDRESS,
     CLIENT_PORT,
     MCP_SESSION_ID,
-    NETWORK_PROTOCOL_HTTP,
-    NETWORK_PROTOCOL_NAME,
-    NETWORK_PROTOCOL_VERSION,
     NETWORK_TRANSPORT,
     NETWORK_TRANSPORT_PIPE,
     NETWORK_TRANSPORT_TCP,
@@ -47,10 +44,10 @@ def http_peer(record: RequestRecord, message_metadata: object) -> None:
     request = getattr(message_metadata, "request_context", None)
     if request is None:
         return
-    attributes: dict[str, Any] = {NETWORK_PROTOCOL_NAME: NETWORK_PROTOCOL_HTTP}
     version = request.scope.get("http_version")
     if isinstance(version, str):
-        record.http_version = attributes[NETWORK_PROTOCOL_VERSION] = bounded(version)
+        record.http_version = bounded(version)
+    attributes = http_protocol(record.http_version)
     if request.client is not None:
         attributes[CLIENT_ADDRESS], attributes[CLIENT_PORT] = bounded(request.client.host), request.client.port
     session_id = request.headers.get("mcp-session-id")
