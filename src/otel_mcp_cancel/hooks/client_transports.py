@@ -66,11 +66,17 @@ def destination(helper: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> d
     return attributes
 
 
-def of_stream(write_stream: object) -> dict[str, Any]:
-    """The destination of the transport that yielded this write stream, if a wrapped helper did."""
+def _entry(write_stream: object) -> tuple[Any, dict[str, Any], Callable[[], object] | None] | None:
+    """What is remembered of this write stream's transport, if a wrapped helper yielded it and it is open."""
     with _lock:
         entry = _open.get(id(write_stream))
-    return entry[1] if entry is not None and entry[0] is write_stream else {}
+    return entry if entry is not None and entry[0] is write_stream else None
+
+
+def of_stream(write_stream: object) -> dict[str, Any]:
+    """The destination of the transport that yielded this write stream, if a wrapped helper did."""
+    entry = _entry(write_stream)
+    return entry[1] if entry is not None else {}
 
 
 class Remembered:
@@ -112,9 +118,8 @@ def _session_id_getter(context_manager: Any, streams: Any) -> Callable[[], objec
 
 def session_id_of(write_stream: object) -> str | None:
     """The session id the transport behind this write stream holds now, if it has one."""
-    with _lock:
-        entry = _open.get(id(write_stream))
-    if entry is None or entry[0] is not write_stream or entry[2] is None:
+    entry = _entry(write_stream)
+    if entry is None or entry[2] is None:
         return None
     session_id = entry[2]()
     return session_id if isinstance(session_id, str) else None
