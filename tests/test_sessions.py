@@ -4,6 +4,7 @@ the session id, client address and HTTP version on every request span."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -101,6 +102,18 @@ async def test_over_stdio_the_session_is_a_pipe(sink: OtlpSink, tmp_path: Path) 
     assert point.value == 1
 
 
+def assert_http_sessions(sink: OtlpSink, peer: Any, sessions: int) -> None:
+    """The server's one session-duration series over HTTP/1.1, counting `sessions` sessions."""
+    (point,) = sink.latest_points(SESSION_DURATION)
+    assert point.attributes == {
+        "mcp.protocol.version": peer.protocol_version,
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
+    }
+    assert point.value == sessions
+
+
 async def test_over_streamable_http_every_request_names_its_session_and_its_peer(sink: OtlpSink, tmp_path) -> None:
     server = HttpServer(sink, tmp_path, "streamable-http")
     try:
@@ -125,14 +138,7 @@ async def test_over_streamable_http_every_request_names_its_session_and_its_peer
     sessions = {s.attributes["mcp.session.id"] for s in calls}
     assert len(sessions) == 2 and all(len(session) >= 16 for session in sessions)
     await until(lambda: sink.latest_points(SESSION_DURATION) != [], seconds=30)
-    (point,) = sink.latest_points(SESSION_DURATION)
-    assert point.attributes == {
-        "mcp.protocol.version": peer.protocol_version,
-        "network.transport": "tcp",
-        "network.protocol.name": "http",
-        "network.protocol.version": "1.1",
-    }
-    assert point.value == 2
+    assert_http_sessions(sink, peer, 2)
     # HTTP's version is on the operation metric too (bounded: the server's own HTTP stack decides it).
     (echo,) = [p for p in sink.latest_points("mcp.server.operation.duration") if p.attributes.get("gen_ai.tool.name")]
     assert (echo.attributes["network.protocol.name"], echo.attributes["network.protocol.version"]) == ("http", "1.1")
@@ -155,14 +161,7 @@ async def test_over_sse_a_session_is_its_stream(sink: OtlpSink, tmp_path: Path) 
         "network.protocol.name": "http",
     }
     assert "mcp.session.id" not in span.attributes  # SSE names its session in a query parameter, not a header
-    (point,) = sink.latest_points(SESSION_DURATION)
-    assert point.attributes == {
-        "mcp.protocol.version": peer.protocol_version,
-        "network.transport": "tcp",
-        "network.protocol.name": "http",
-        "network.protocol.version": "1.1",
-    }
-    assert point.value == 1
+    assert_http_sessions(sink, peer, 1)
 
 
 async def test_the_client_measures_each_of_its_sessions(captured, sink: OtlpSink, tmp_path: Path) -> None:
