@@ -15,6 +15,7 @@ or, with no code change, `opentelemetry-instrument python server.py` (entry poin
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import logging
 import os
 from collections.abc import Callable, Collection
@@ -91,6 +92,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
 
 
 SERVER, CLIENT = "server", "client"
+TASK_ENGINE_V1 = "mcp.server.experimental.request_context"
 
 
 def _hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
@@ -106,10 +108,15 @@ def _sdk_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
 
         guard = _choice(OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD, ("on", "off")) == "on"
         courtesy_cancel = _choice(OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL, ("off", "on")) == "on"
-        return [
+        makers: list[tuple[str, Callable[[Any], Any]]] = [
             (SERVER, lambda telemetry: ServerHooksV1(telemetry, guard=guard)),
             (CLIENT, lambda telemetry: ClientHooksV1(telemetry, courtesy_cancel=courtesy_cancel)),
         ]
+        if importlib.util.find_spec(TASK_ENGINE_V1) is not None:  # mcp 1.23 and later: experimental tasks
+            from otel_mcp_cancel.hooks.tasks_v1 import TaskHooksV1
+
+            makers.append((SERVER, TaskHooksV1))
+        return makers
     from otel_mcp_cancel.hooks.client_v2 import ClientHooksV2
     from otel_mcp_cancel.hooks.server_v2 import ServerHooksV2
 

@@ -20,6 +20,7 @@ from otel_mcp_cancel.conventions import (
     MCP_METHOD_NAME_ORIGINAL,
     MCP_PROTOCOL_VERSION,
     MCP_RESOURCE_URI,
+    MCP_TASK_STATUS,
     NETWORK_PROTOCOL_HTTP,
     NETWORK_PROTOCOL_NAME,
     NETWORK_PROTOCOL_VERSION,
@@ -27,6 +28,7 @@ from otel_mcp_cancel.conventions import (
     OTHER,
     PROMPTS_GET,
     RPC_RESPONSE_STATUS_CODE,
+    TASK_METHODS,
     TOOL_OUTCOME,
     TOOLS_CALL,
 )
@@ -66,10 +68,23 @@ def bounded(value: object) -> str:
     return text[:MAX_ATTRIBUTE_LENGTH]
 
 
+def message_field(message: object, name: str) -> Any:
+    """A field of a wire dict, a model, or a 1.x `ServerResult`/`ClientResult` around one; None if absent."""
+    if isinstance(message, Mapping):
+        return message.get(name)
+    return getattr(getattr(message, "root", message), name, None)
+
+
 def target_name(params: Mapping[str, Any] | None) -> str | None:
     """The tool or prompt name a request names, if it is a string."""
     name = params.get("name") if isinstance(params, Mapping) else None
     return bounded(name) if isinstance(name, str) else None
+
+
+def named_task(method: str, params: Mapping[str, Any] | None) -> str | None:
+    """The task a `tasks/*` request names (`taskId`), cut to size."""
+    task_id = params.get("taskId") if method in TASK_METHODS and isinstance(params, Mapping) else None
+    return bounded(task_id) if isinstance(task_id, str) else None
 
 
 def tool_arguments(params: Mapping[str, Any] | None) -> Any:
@@ -121,8 +136,10 @@ def request_attributes(
 def verdict_attributes(method: str, verdict: Verdict) -> dict[str, Any]:
     """Attributes the verdict adds to the span and to the duration metric."""
     attributes: dict[str, Any] = {}
-    if method == TOOLS_CALL:
+    if method == TOOLS_CALL and verdict.outcome is not None:
         attributes[TOOL_OUTCOME] = verdict.outcome
+    if verdict.task_status is not None:
+        attributes[MCP_TASK_STATUS] = verdict.task_status
     if verdict.error_type is not None:
         attributes[ERROR_TYPE] = verdict.error_type
     if verdict.status_code is not None:

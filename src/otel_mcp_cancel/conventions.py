@@ -17,6 +17,10 @@ TOOL_HANDLER_OUTCOME = "tool.handler_outcome"
 TOOL_GHOST_RISK = "tool.ghost_risk"
 TOOL_RETRIED_GHOST_RISK = "tool.retried_ghost_risk"  # on a call that repeats a ghost: that ghost's risk
 MCP_CANCEL_REASON = "mcp.cancel.reason"
+# A task-augmented call (MCP tasks): the task's id on spans only (unbounded), its status on spans and metrics.
+MCP_TASK_ID = "mcp.task.id"
+MCP_TASK_STATUS = "mcp.task.status"
+MCP_TASK_STATUS_MESSAGE = "mcp.task.status_message"  # on a status event, cut to size
 
 # Semantic-convention attributes (MCP conventions, semantic-conventions-genai).
 MCP_METHOD_NAME = "mcp.method.name"
@@ -53,6 +57,8 @@ REQUEST_SPAN_ATTRIBUTES = frozenset(
         TOOL_GHOST_RISK,
         TOOL_RETRIED_GHOST_RISK,
         MCP_CANCEL_REASON,
+        MCP_TASK_ID,
+        MCP_TASK_STATUS,
         MCP_METHOD_NAME,
         MCP_METHOD_NAME_ORIGINAL,
         MCP_PROTOCOL_VERSION,
@@ -80,10 +86,26 @@ TOOLS_CALL = "tools/call"
 TOOLS_LIST = "tools/list"
 PROMPTS_GET = "prompts/get"
 NOTIFICATIONS_CANCELLED = "notifications/cancelled"
+TASKS_GET = "tasks/get"
+TASKS_RESULT = "tasks/result"
+TASKS_CANCEL = "tasks/cancel"
+TASKS_UPDATE = "tasks/update"
+TASK_METHODS = frozenset({TASKS_GET, TASKS_RESULT, TASKS_CANCEL, TASKS_UPDATE})  # each names one task
+
+# A task's statuses (spec 2025-11-25 and the 2026-07-28 tasks extension). A status outside the list is _OTHER.
+TASK_WORKING = "working"
+TASK_INPUT_REQUIRED = "input_required"
+TASK_COMPLETED = "completed"
+TASK_FAILED = "failed"
+TASK_CANCELLED = "cancelled"
+TASK_STATUSES = frozenset({TASK_WORKING, TASK_INPUT_REQUIRED, TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED})
+TERMINAL_TASK_STATUSES = frozenset({TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED})
 
 # Status descriptions of failed spans that have no JSON-RPC error message (tool content stays opt-in).
 TOOL_ERROR_DESCRIPTION = "the tool's result has isError: true"
 UNANSWERED_DESCRIPTION = "the request ended unanswered, and not by a cancel"
+TASK_FAILED_DESCRIPTION = "the task's status is failed"
+TASK_UNSETTLED_DESCRIPTION = "the task's work ended without a terminal status"
 
 # Values of error.type that are not a JSON-RPC code.
 ERROR_TYPE_TOOL_ERROR = "tool_error"
@@ -105,6 +127,7 @@ EVENT_REQUEST_CANCELLED = "mcp.request.cancelled"
 EVENT_GHOST_SUPPRESSED = "mcp.ghost_response.suppressed"
 EVENT_RESPONSE_WRITE_INTERRUPTED = "mcp.response.write_interrupted"  # mcp 1.x, guard off: the session ends
 EVENT_GHOST_RETRIED = "mcp.ghost_response.retried"
+EVENT_TASK_STATUS = "mcp.task.status_changed"  # on a task's span, each status it reached, with its time
 
 # Why a client's call ended without an answer (mcp.cancel.reason on its span and its cancel event; a server
 # span has the peer's free-text reason on its event only).

@@ -26,6 +26,12 @@ from otel_mcp_cancel.conventions import (
     OUTCOME_FAILED,
     OUTCOME_OK,
     PROMPTS_GET,
+    TASK_CANCELLED,
+    TASK_COMPLETED,
+    TASK_FAILED,
+    TASK_FAILED_DESCRIPTION,
+    TASK_STATUSES,
+    TASK_UNSETTLED_DESCRIPTION,
     TOOL_ERROR_DESCRIPTION,
     TOOLS_CALL,
     UNANSWERED_DESCRIPTION,
@@ -64,10 +70,11 @@ class Answer:
     is_tool_error: bool = False
     code: int | None = None
     message: str | None = None  # a JSON-RPC error's message, as the peer sent it
+    task_status: str | None = None  # the result created a task (MCP tasks), in this status
 
     @classmethod
-    def result(cls, is_tool_error: bool) -> Answer:
-        return cls(AnswerKind.RESULT, is_tool_error=is_tool_error)
+    def result(cls, is_tool_error: bool, task_status: str | None = None) -> Answer:
+        return cls(AnswerKind.RESULT, is_tool_error=is_tool_error, task_status=task_status)
 
     @classmethod
     def error(cls, code: int | None, message: object = None) -> Answer:
@@ -92,12 +99,13 @@ def error_answer(code: int, message: str) -> Answer:
 
 @dataclass(frozen=True)
 class Verdict:
-    outcome: str
+    outcome: str | None  # None: the request created a task, whose terminal status will say
     error_type: str | None = None
     status_code: str | None = None  # rpc.response.status_code: the JSON-RPC error code, as a string
     span_error: bool = False
     description: str | None = None  # the ERROR status's description: what a backend's error column shows
     ghost_handler_outcome: str | None = None  # set only for a ghost: what the handler had produced
+    task_status: str | None = None  # a task's status: at its creation, or the terminal one it reached
 
     @property
     def is_ghost(self) -> bool:
@@ -122,7 +130,11 @@ def classify(
       suppressed: that is a ghost.
     - No answer and no cancel (a handler interrupted by a shutdown, a transport
       that failed under it) is a failure we cannot name: error.type _OTHER.
+    - A result that created a task is no tool outcome yet: the task's terminal
+      status decides (`classify_task`).
     """
+    if answer is not None and answer.kind is AnswerKind.RESULT and answer.task_status is not None:
+        return Verdict(None, task_status=task_status(answer.task_status))
     if answer is not None and answer.kind is AnswerKind.RESULT:
         if answer.is_tool_error:
             return Verdict(
@@ -143,6 +155,46 @@ def classify(
         ghost = handler.handler_outcome if handler is not None and handler.completed else None
         return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=ghost)
     return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=UNANSWERED_DESCRIPTION)
+
+
+def task_status(status: object) -> str:
+    """A task's status as the spec names it, or _OTHER: a peer cannot mint values."""
+    return status if isinstance(status, str) and status in TASK_STATUSES else OTHER
+
+
+def classify_task(
+    status: str | None, work: HandlerEnd | None, is_tool_error: bool, *, cancelled_is_error: bool = False
+) -> Verdict:
+    """Decide a task-augmented tools/call's outcome from the terminal status its task reached.
+
+    - completed is ok, failed if its result has isError; failed is failed, as a tool's error.
+    - cancelled is cancelled whatever the work did next; work that ran to its end after
+      the cancel did its side effects unseen: a ghost. (The spec keeps a cancelled task
+      cancelled "even if execution continues to completion or fails".)
+    - No terminal status (its work was interrupted, or its session ended first) is a
+      failure we cannot name, as for a request that ended unanswered.
+    """
+    if status == TASK_COMPLETED and not is_tool_error:
+        return Verdict(OUTCOME_OK, task_status=status)
+    if status in (TASK_COMPLETED, TASK_FAILED):
+        description = TOOL_ERROR_DESCRIPTION if status == TASK_COMPLETED else TASK_FAILED_DESCRIPTION
+        return Verdict(OUTCOME_FAILED, error_type=ERROR_TYPE_TOOL_ERROR, span_error=True, description=description,
+                       task_status=status)
+    if status == TASK_CANCELLED:
+        ghost = work.handler_outcome if work is not None and work.completed else None
+        return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=ghost,
+                       task_status=status)
+    return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=TASK_UNSETTLED_DESCRIPTION)
+
+
+def late_cancel_ghost(status: str | None, work: HandlerEnd | None, result_fetched: bool) -> str | None:
+    """A `tasks/cancel` that came after its task had finished: the handler outcome of the work the caller now
+    believes it stopped (a ghost), or None. A caller that already fetched the result knows better."""
+    if status not in (TASK_COMPLETED, TASK_FAILED) or result_fetched:
+        return None
+    if work is not None:
+        return work.handler_outcome if work.completed else None
+    return OUTCOME_OK if status == TASK_COMPLETED else OUTCOME_FAILED
 
 
 # Methods that only read: their ghosts repeat nothing.

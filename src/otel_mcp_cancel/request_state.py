@@ -47,6 +47,7 @@ class RequestRecord:
     session: Any = None  # the connection or session it came on, to match retries
     tool_registered: bool = False
     registered_annotations: Any = None  # the framework's own annotations object, read when a ghost needs its risk
+    task_id: str | None = None  # the task it created (a tools/call) or names (tasks/*), cut to size
 
     def note_handler(self, end: HandlerEnd) -> None:
         if self.handler is None:
@@ -63,6 +64,19 @@ class RequestRecord:
             self.cancelled = True
             self.cancel_reason = reason
             self.cancel_time_ns = at_ns if at_ns is not None else time.time_ns()
+
+
+def metric_fields(record: RequestRecord) -> tuple[str, bool, str | None, bool, str | None, str | None, str | None]:
+    """What a request's metric attributes are made of, in `attributes.metric_attributes`' order."""
+    return (
+        record.method,
+        record.method_known,
+        record.target,
+        record.tool_registered,
+        record.protocol_version,
+        record.network_transport,
+        record.http_version,
+    )
 
 
 # The inbound request being served, and the outbound request being sent, in this task. Two variables:

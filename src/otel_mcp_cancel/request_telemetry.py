@@ -24,6 +24,7 @@ from otel_mcp_cancel.attributes import (
     captured_content,
     method_attributes,
     metric_attributes,
+    named_task,
     request_attributes,
     span_name,
     target_name,
@@ -36,13 +37,14 @@ from otel_mcp_cancel.conventions import (
     GEN_AI_TOOL_CALL_RESULT,
     MCP_CANCEL_REASON,
     MCP_PROTOCOL_VERSION,
+    MCP_TASK_ID,
     OTHER,
     OUTCOME_CANCELLED,
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.outcome import Verdict, classify
-from otel_mcp_cancel.request_state import RequestRecord
+from otel_mcp_cancel.request_state import RequestRecord, metric_fields
 from otel_mcp_cancel.user_hooks import UserHooks
 
 
@@ -91,6 +93,7 @@ class RequestTelemetry:
                 attributes=request_attributes(method, known, params, target, request_id, network_transport),
             )
             record = RequestRecord(method, params, request_id, network_transport, span, known, target)
+            record.task_id = named_task(method, params)
             self._user_hooks.on_request(self.role, record)
             return record
         return None
@@ -145,7 +148,8 @@ class RequestTelemetry:
             # One call: each set_attributes pays the SDK's lock and value checks.
             named = {} if self.knows_method(record.method) else method_attributes(record.method, record.method_known)
             version = {} if record.protocol_version is None else {MCP_PROTOCOL_VERSION: record.protocol_version}
-            span.set_attributes({**named, **version, **outcome})
+            task = {} if record.task_id is None else {MCP_TASK_ID: record.task_id}
+            span.set_attributes({**named, **version, **task, **outcome})
             if verdict.span_error:
                 span.set_status(Status(StatusCode.ERROR, verdict.description))
         with contained(f"describing a {self.role} span"):
@@ -154,7 +158,7 @@ class RequestTelemetry:
             self.annotate(record, verdict)
         self._user_hooks.on_response(self.role, record, verdict)  # after ours: the user's word is last
         with contained(f"measuring a {self.role} request"):
-            attributes = metric_attributes(*_metric_fields(record), tuple(outcome.items()))
+            attributes = metric_attributes(*metric_fields(record), tuple(outcome.items()))
             self._duration.record(time.perf_counter() - record.started, attributes)
         with contained(f"ending a {self.role} span"):
             span.end()  # last: a span processor that raises here costs no measurement
@@ -183,17 +187,4 @@ class RequestTelemetry:
 
     def metric_attributes(self, record: RequestRecord, keys: frozenset[str]) -> dict[str, Any]:
         """A new dict of the request's shared metric attributes named in `keys` (ghost and retry counters)."""
-        return {key: value for key, value in metric_attributes(*_metric_fields(record)).items() if key in keys}
-
-
-def _metric_fields(record: RequestRecord) -> tuple[str, bool, str | None, bool, str | None, str | None, str | None]:
-    """What a request's metric attributes are made of, in `attributes.metric_attributes`' order."""
-    return (
-        record.method,
-        record.method_known,
-        record.target,
-        record.tool_registered,
-        record.protocol_version,
-        record.network_transport,
-        record.http_version,
-    )
+        return {key: value for key, value in metric_attributes(*metric_fields(record)).items() if key in keys}

@@ -11,7 +11,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract
-from opentelemetry.trace import Link, SpanKind, Tracer
+from opentelemetry.trace import Link, Span, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, camel_case, tool_arguments
@@ -25,6 +25,7 @@ from otel_mcp_cancel.conventions import (
     JSONRPC_REQUEST_ID,
     MCP_CANCEL_REASON,
     MCP_METHOD_NAME,
+    MCP_TASK_ID,
     NOTIFICATIONS_CANCELLED,
     TOOL_GHOST_RISK,
     TOOL_HANDLER_OUTCOME,
@@ -39,6 +40,7 @@ from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import GhostRetries
 from otel_mcp_cancel.session_telemetry import SessionTelemetry, note_request
+from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
 logger = logging.getLogger("otel_mcp_cancel")
 
@@ -69,9 +71,14 @@ class ServerTelemetry(RequestTelemetry):
         self.sessions = SessionTelemetry(instruments.server_session_duration)
         # Frameworks' own registries, for a cancelled call whose tool never ran: (low-level server, name) -> registered.
         self.registries: list[Callable[[Any, str], bool]] = []
+        self.tasks = TaskTelemetry(tracer, self, options.cancelled_is_error)
 
     def parent(self, params: Any) -> Context | None:
         return parent_context(params)
+
+    def record_duration(self, seconds: float, attributes: Mapping[str, Any]) -> None:
+        """A point of the operation-duration histogram that no request's end records: a task's."""
+        self._duration.record(seconds, attributes)
 
     def cancel_received(
         self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None
@@ -112,23 +119,31 @@ class ServerTelemetry(RequestTelemetry):
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
         with contained("telling a session about its request"):
             note_request(record.in_session, record.protocol_version, record.network_transport, record.http_version)
-        span, tool = record.span, _tool(record)
-        risk = GHOST_RISK_UNKNOWN
-        if verdict.is_ghost:
-            with contained("judging a ghost's risk"):
-                risk = self._risk(record, tool)
-            # Attributes as well as the event: many stores and spanmetrics index attributes only.
-            ghost = {TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: risk}
-            span.set_attributes(ghost)
-            span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
+        tool = _tool(record)
+        risk = None
+        if verdict.ghost_handler_outcome is not None:
+            risk = self.mark_ghost(record, record.span, verdict.ghost_handler_outcome)
         if tool is not None and record.session is not None:
             with contained("matching a retry"):
                 self._match_retry(record, tool)  # before this ghost is remembered: it retries no other
         if record.write_interrupted:
-            span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
-        if verdict.is_ghost:
+            record.span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
+        if verdict.ghost_handler_outcome is not None and risk is not None:
             with contained("reporting a ghost"):
-                self._report_ghost(record, verdict, tool, risk)
+                self.report_ghost(record, verdict.ghost_handler_outcome, risk, record.span)
+        with contained("following a task"):
+            self.tasks.observe(record, verdict)
+
+    def mark_ghost(self, record: RequestRecord, span: Span, handler_outcome: str) -> str:
+        """Put a ghost of `record`'s call on `span` (its own, or its task's); returns the ghost's risk."""
+        risk = GHOST_RISK_UNKNOWN
+        with contained("judging a ghost's risk"):
+            risk = self._risk(record, _tool(record))
+        # Attributes as well as the event: many stores and spanmetrics index attributes only.
+        ghost = {TOOL_HANDLER_OUTCOME: handler_outcome, TOOL_GHOST_RISK: risk}
+        span.set_attributes(ghost)
+        span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
+        return risk
 
     def _match_retry(self, record: RequestRecord, tool: str) -> None:
         retried = self._retries.find(record.session, tool, tool_arguments(record.params))
@@ -145,28 +160,36 @@ class ServerTelemetry(RequestTelemetry):
             annotations = tool_registry.listed_annotations(record.server, tool)
         return ghost_risk(record.method, annotations)
 
-    def _report_ghost(self, record: RequestRecord, verdict: Verdict, tool: str | None, risk: str) -> None:
+    def report_ghost(self, record: RequestRecord, handler_outcome: str, risk: str, span: Span) -> None:
+        """Count a ghost of `record`'s call, log it in the context of `span` (where it is marked) and remember
+        it there for retries."""
+        tool = _tool(record)
         attributes = self.metric_attributes(record, keys=_GHOST_METRIC_KEYS)
-        attributes.update({TOOL_HANDLER_OUTCOME: verdict.ghost_handler_outcome, TOOL_GHOST_RISK: risk})
+        attributes.update({TOOL_HANDLER_OUTCOME: handler_outcome, TOOL_GHOST_RISK: risk})
         self._instruments.server_ghost_responses.add(1, attributes)
         facts = dict(attributes)  # method, tool, handler outcome, risk: bounded, as on the counter
         if record.request_id is not None:
             facts[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
-        logger.warning(  # in the ghost span's context: an OTLP log record carries its trace and span ids
-            "%s: %s answer of %s%s (request id %r, ghost risk %s) was suppressed because the caller cancelled; "
-            "its side effects happened",
-            GHOST_LOG_PREFIX,
-            verdict.ghost_handler_outcome,
-            record.method,
-            f" tool {tool!r}" if tool is not None else "",
-            record.request_id,
-            risk,
-            extra=facts,  # the facts as log attributes, besides the message
-        )
+        if record.task_id is not None:
+            facts[MCP_TASK_ID] = record.task_id
+        # Logged in the ghost span's context: an OTLP log record carries its trace and span ids.
+        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            logger.warning(
+                "%s: %s answer of %s%s (request id %r%s, ghost risk %s) was suppressed because the caller "
+                "cancelled; its side effects happened",
+                GHOST_LOG_PREFIX,
+                handler_outcome,
+                record.method,
+                f" tool {tool!r}" if tool is not None else "",
+                record.request_id,
+                f", task {record.task_id}" if record.task_id is not None else "",
+                risk,
+                extra=facts,  # the facts as log attributes, besides the message
+            )
         LEDGER.record(tool, risk)
         if tool is not None and record.session is not None:
             arguments = tool_arguments(record.params)
-            self._retries.remember(record.session, tool, arguments, record.span.get_span_context(), risk)
+            self._retries.remember(record.session, tool, arguments, span.get_span_context(), risk)
 
 
 def _tool(record: RequestRecord) -> str | None:

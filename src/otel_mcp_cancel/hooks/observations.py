@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextvars
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
 
-from otel_mcp_cancel.attributes import bounded, http_protocol
+from otel_mcp_cancel.attributes import bounded, http_protocol, message_field
 from otel_mcp_cancel.conventions import (
     CLIENT_ADDRESS,
     CLIENT_PORT,
@@ -17,11 +17,12 @@ from otel_mcp_cancel.conventions import (
     NETWORK_TRANSPORT,
     NETWORK_TRANSPORT_PIPE,
     NETWORK_TRANSPORT_TCP,
+    TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.wrapping import Hook
-from otel_mcp_cancel.outcome import Answer, HandlerEnd
+from otel_mcp_cancel.outcome import Answer, HandlerEnd, task_status
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.session_telemetry import SessionRecord
 
@@ -74,11 +75,24 @@ def is_tool_error(result: object) -> bool:
     return getattr(result, "is_error", None) is True or getattr(result, "isError", None) is True
 
 
+def created_task(result: object) -> tuple[str, object] | None:
+    """The id and status of the task a `CreateTaskResult` created, or None for any other result."""
+    task = message_field(result, "task")
+    task_id = message_field(task, "taskId") if task is not None else None
+    return (bounded(task_id), message_field(task, "status")) if isinstance(task_id, str) else None
+
+
 def note_result(record: RequestRecord, result: object) -> None:
     """The answer is a result: note it (the first answer wins) and keep it for opt-in content capture."""
-    if record.answer is None:
-        record.result = result
-    record.note_answer(Answer.result(is_tool_error(result)))
+    if record.answer is not None:
+        return
+    record.result = result
+    task = created_task(result) if record.method == TOOLS_CALL else None
+    if task is not None:
+        record.task_id = task[0]
+        record.note_answer(Answer.result(False, task_status=task_status(task[1])))
+    else:
+        record.note_answer(Answer.result(is_tool_error(result)))
 
 
 def cancel_reason(params: object) -> str | None:
@@ -87,18 +101,18 @@ def cancel_reason(params: object) -> str | None:
     return bounded(reason) if isinstance(reason, str) else None
 
 
-async def observed(record: RequestRecord, wrapped: Any, args: Any, kwargs: Any) -> Any:
-    """Run the handler, or the user's function inside it, and note how it ended. The first note wins:
-    the innermost call that returned is where the side effects were done."""
+async def observed(note: Callable[[HandlerEnd], None], wrapped: Any, args: Any, kwargs: Any) -> Any:
+    """Run a handler, the user's function inside it, or a task's work, and `note` how it ended (a record's
+    first note wins: the innermost call that returned is where the side effects were done)."""
     try:
         result = await wrapped(*args, **kwargs)
     except anyio.get_cancelled_exc_class():
-        record.note_handler(HandlerEnd.INTERRUPTED)
+        note(HandlerEnd.INTERRUPTED)
         raise
     except BaseException:
-        record.note_handler(HandlerEnd.RAISED)
+        note(HandlerEnd.RAISED)
         raise
-    record.note_handler(HandlerEnd.RETURNED_TOOL_ERROR if is_tool_error(result) else HandlerEnd.RETURNED)
+    note(HandlerEnd.RETURNED_TOOL_ERROR if is_tool_error(result) else HandlerEnd.RETURNED)
     return result
 
 
@@ -144,7 +158,7 @@ class FrameworkHooks(HookSet):
         record = current_record.get()
         if not self.active or record is None:
             return await wrapped(*args, **kwargs)
-        return await observed(record, wrapped, args, kwargs)
+        return await observed(record.note_handler, wrapped, args, kwargs)
 
     async def session_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """mcp 1.x `Server.run` (or a framework's override of it): a session's serving loop, unless

@@ -208,7 +208,7 @@ class ServerHooksV2(FrameworkHooks):
     ) -> Any:
         record.handler_claimed = True
         try:
-            result = await observed(record, wrapped, args, kwargs)
+            result = await observed(record.note_handler, wrapped, args, kwargs)
         finally:
             with contained("reading the server's request context"):
                 self._describe(record, runner, dctx)
