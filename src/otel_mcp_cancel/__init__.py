@@ -133,8 +133,14 @@ def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
     from otel_mcp_cancel.hooks.fastmcp_server import FastMCPClientHooks, FastMCPServerHooks
 
     major = int(importlib.metadata.version("fastmcp").split(".")[0])
-    server = (SERVER, lambda telemetry: FastMCPServerHooks(telemetry, major))
-    return [server, (CLIENT, FastMCPClientHooks)] if major >= 3 else [server]
+    makers: list[tuple[str, Callable[[Any], Any]]] = [(SERVER, lambda telemetry: FastMCPServerHooks(telemetry, major))]
+    if major >= 3:
+        makers.append((CLIENT, FastMCPClientHooks))
+    if major >= 4 and importlib.util.find_spec("fastmcp_tasks") is not None:  # the 2026-07-28 tasks extension
+        from otel_mcp_cancel.hooks.tasks_fastmcp import FastMCPTaskHooks
+
+        makers.append((SERVER, FastMCPTaskHooks))
+    return makers
 
 
 def _capture_content() -> bool:

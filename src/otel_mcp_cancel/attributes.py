@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,10 +70,18 @@ def bounded(value: object) -> str:
 
 
 def message_field(message: object, name: str) -> Any:
-    """A field of a wire dict, a model, or a 1.x `ServerResult`/`ClientResult` around one; None if absent."""
+    """A field (named as on the wire) of a wire dict, a model, or a 1.x `ServerResult`/`ClientResult` around
+    one; None if absent. A model may name it in snake case (the 2026-07-28 tasks extension's models do)."""
     if isinstance(message, Mapping):
         return message.get(name)
-    return getattr(getattr(message, "root", message), name, None)
+    model = getattr(message, "root", message)
+    value = getattr(model, name, None)
+    return value if value is not None or name.islower() else getattr(model, _snake_case(name), None)
+
+
+@functools.lru_cache(maxsize=64)
+def _snake_case(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def target_name(params: Mapping[str, Any] | None) -> str | None:

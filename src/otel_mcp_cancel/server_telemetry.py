@@ -110,10 +110,12 @@ class ServerTelemetry(RequestTelemetry):
             record.method_known = tool_registry.serves_method(record.server, record.method)
         tool = _tool(record)
         if tool is not None and not record.tool_registered and record.server is not None:
-            # A framework's registry speaks for a call cancelled before the framework ran its tool; a call
-            # that got as far as failing was told by the framework itself whether it knew the name.
+            # A framework's registry speaks for a call cancelled before the framework ran its tool, and for one
+            # it handed to a task engine; a call that got as far as failing was told by the framework itself
+            # whether it knew the name.
+            unrun = record.cancelled or record.task_id is not None
             record.tool_registered = tool_registry.is_registered(record.server, tool) or (
-                record.cancelled and any(registered(record.server, tool) for registered in self.registries)
+                unrun and any(registered(record.server, tool) for registered in self.registries)
             )
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:

@@ -150,8 +150,22 @@ class TaskTelemetry:
             self._cancel_answered(task, record, accepted=answered)
         elif record.method == TASKS_RESULT and answered:
             task.result_fetched = True
-        elif record.method == TASKS_GET and answered and not task.work_watched:
-            self.reached(task.task_id, message_field(record.result, "status"))  # no engine hook tells better
+        elif record.method == TASKS_GET and answered:
+            self._polled(task, record.result)
+
+    def _polled(self, task: TaskRecord, polled: object) -> None:
+        """A `tasks/get` answer: the task's status (when no engine hook tells better), and (2026-07-28
+        extension) its result inline: then the caller has its answer."""
+        inline = message_field(polled, "result")
+        if not task.work_watched:
+            self.reached(
+                task.task_id,
+                message_field(polled, "status"),
+                is_tool_error=inline is not None and message_field(inline, "isError") is True,
+                message=message_field(polled, "statusMessage"),
+            )
+        if inline is not None or message_field(polled, "error") is not None:
+            task.result_fetched = True
 
     def _cancel_answered(self, task: TaskRecord, record: RequestRecord, *, accepted: bool) -> None:
         if task.settled:

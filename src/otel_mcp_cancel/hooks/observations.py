@@ -76,8 +76,9 @@ def is_tool_error(result: object) -> bool:
 
 
 def created_task(result: object) -> tuple[str, object] | None:
-    """The id and status of the task a `CreateTaskResult` created, or None for any other result."""
-    task = message_field(result, "task")
+    """The id and status of the task a `CreateTaskResult` created, or None for any other result: nested
+    (`{task: {...}}`, spec 2025-11-25) or flat with `resultType: "task"` (the 2026-07-28 tasks extension)."""
+    task = result if message_field(result, "resultType") == "task" else message_field(result, "task")
     task_id = message_field(task, "taskId") if task is not None else None
     return (bounded(task_id), message_field(task, "status")) if isinstance(task_id, str) else None
 

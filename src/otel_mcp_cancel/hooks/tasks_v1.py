@@ -25,6 +25,7 @@ from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
+
 class TaskHooksV1(HookSet):
     _telemetry: ServerTelemetry
 

@@ -1,0 +1,129 @@
+"""Hooks into `fastmcp-tasks` (FastMCP 4's engine for the 2026-07-28 tasks extension, run by Docket).
+
+Where such a task lives:
+- The `tools/call` interceptor's `create_task` enqueues the tool on Docket with
+  `add_component_to_docket(..., task_key=...)`; the key embeds the task's id.
+- A Docket worker runs each leg of the task; the tool's body ends there. A raised tool error
+  becomes a completed `isError` result (`input_loop._error_result`); a leg that asks the caller
+  for input parks the task (`input_loop.store_outstanding`) and completes its execution.
+- Docket stores each execution's end: `Execution.mark_as_completed`, `mark_as_failed`,
+  `mark_as_cancelled` (after its cancel interrupted the work). These are where the work ended and
+  the task's status was decided, whether or not anyone polls.
+- `tasks/cancel` is a best-effort acknowledgement, seen on the wire by the request hooks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from otel_mcp_cancel.conventions import TASK_CANCELLED, TASK_COMPLETED, TASK_FAILED, TASK_INPUT_REQUIRED, TOOLS_CALL
+from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.hooks.observations import HookSet, arg
+from otel_mcp_cancel.hooks.wrapping import Hook
+from otel_mcp_cancel.outcome import HandlerEnd
+from otel_mcp_cancel.request_state import current_record
+from otel_mcp_cancel.server_telemetry import ServerTelemetry
+
+TOOL_ERROR, PARKED = "tool_error", "parked"
+_ENDS = {
+    "mark_as_completed": (TASK_COMPLETED, HandlerEnd.RETURNED),
+    "mark_as_failed": (TASK_FAILED, HandlerEnd.RAISED),
+    "mark_as_cancelled": (TASK_CANCELLED, HandlerEnd.INTERRUPTED),
+}
+# Legs whose body has ended but whose execution Docket has not marked yet; a worker that dies in between
+# leaves its note here, so the table is bounded.
+CAPACITY = 10_000
+
+
+class FastMCPTaskHooks(HookSet):
+    _telemetry: ServerTelemetry
+
+    def __init__(self, telemetry: ServerTelemetry) -> None:
+        super().__init__(telemetry)
+        self._lock = threading.Lock()
+        self._leg_ends: OrderedDict[str, str] = OrderedDict()  # task id -> TOOL_ERROR or PARKED
+
+    def hooks(self) -> list[Hook]:
+        return [
+            Hook("fastmcp_tasks.creation", "add_component_to_docket", self._enqueue),
+            Hook("fastmcp_tasks.input_loop", "_error_result", self._tool_error),
+            Hook("fastmcp_tasks.input_loop", "store_outstanding", self._parked),
+            *(Hook("docket.execution", f"Execution.{name}", self._marked) for name in _ENDS),
+        ]
+
+    async def _enqueue(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """The task begins before its work can: a fast worker may finish it before the creation is answered.
+        The component is the registered tool FastMCP runs, with its annotations: a ghost's risk."""
+        record = current_record.get()
+        if self.active and record is not None and record.method == TOOLS_CALL:
+            with contained("following a task's creation"):
+                component = arg(args, kwargs, 0, "component")
+                record.tool_registered = True
+                record.registered_annotations = getattr(component, "annotations", None)
+                task_id = _task_id(kwargs.get("task_key"))
+                if task_id is not None:
+                    self._telemetry.tasks.begin(record, task_id, work_watched=True)
+        return await wrapped(*args, **kwargs)
+
+    def _tool_error(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        if self.active:
+            with contained("observing a task's tool error"):
+                self._note_leg(TOOL_ERROR)
+        return wrapped(*args, **kwargs)
+
+    async def _parked(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        stored = await wrapped(*args, **kwargs)
+        if self.active:
+            with contained("observing a task waiting for input"):
+                self._note_leg(PARKED, arg(args, kwargs, 2, "task_id"))
+        return stored
+
+    async def _marked(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        marked = await wrapped(*args, **kwargs)
+        if self.active:
+            with contained("following a task's end"):
+                task_id = _task_id(instance.key)
+                if task_id is not None:
+                    self._ended(task_id, wrapped.__name__)
+        return marked
+
+    def _ended(self, task_id: str, mark: str) -> None:
+        with self._lock:
+            leg_end = self._leg_ends.pop(task_id, None)
+        tasks = self._telemetry.tasks
+        if leg_end == PARKED and mark == "mark_as_completed":
+            tasks.reached(task_id, TASK_INPUT_REQUIRED)  # the next leg runs once the caller answers
+            return
+        status, end = _ENDS[mark]
+        tool_error = leg_end == TOOL_ERROR
+        if tool_error:
+            end = HandlerEnd.RETURNED_TOOL_ERROR
+        tasks.reached(task_id, status, is_tool_error=tool_error)  # first: an interrupted end settles nothing
+        tasks.work_ended(task_id, end)
+
+    def _note_leg(self, leg_end: str, task_id: object = None) -> None:
+        if task_id is None:
+            from fastmcp_tasks.context import get_task_context
+
+            context = get_task_context()
+            task_id = None if context is None else context.task_id
+        if not isinstance(task_id, str):
+            return
+        with self._lock:
+            self._leg_ends[task_id] = leg_end
+            if len(self._leg_ends) > CAPACITY:
+                self._leg_ends.popitem(last=False)
+
+
+def _task_id(task_key: object) -> str | None:
+    """The task id a fastmcp-tasks Docket key embeds; None for any other key (Docket runs other work too)."""
+    if not isinstance(task_key, str):
+        return None
+    from fastmcp_tasks.keys import parse_task_key
+
+    try:
+        return parse_task_key(task_key)["client_task_id"]
+    except (ValueError, KeyError):
+        return None
