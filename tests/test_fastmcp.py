@@ -258,5 +258,7 @@ def test_a_fastmcp_outside_the_tested_range_is_left_alone_with_a_warning(monkeyp
     caplog.set_level("WARNING", logger="otel_mcp_cancel")
     modules = [type(make(None)).__module__ for _, make in otel_mcp_cancel._hook_makers()]
     line = f"v{MCP_MAJOR}"
-    assert modules == [f"otel_mcp_cancel.hooks.server_{line}", f"otel_mcp_cancel.hooks.client_{line}"]
+    assert modules[:2] == [f"otel_mcp_cancel.hooks.server_{line}", f"otel_mcp_cancel.hooks.client_{line}"]
+    assert modules == [type(make(None)).__module__ for _, make in otel_mcp_cancel._sdk_hook_makers()]
+    assert not any("fastmcp" in module for module in modules)
     assert "fastmcp >= 99" in caplog.text and "traced through the SDK alone" in caplog.text

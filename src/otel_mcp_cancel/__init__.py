@@ -112,7 +112,7 @@ def _sdk_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
             (SERVER, lambda telemetry: ServerHooksV1(telemetry, guard=guard)),
             (CLIENT, lambda telemetry: ClientHooksV1(telemetry, courtesy_cancel=courtesy_cancel)),
         ]
-        if importlib.util.find_spec(TASK_ENGINE_V1) is not None:  # mcp 1.23 and later: experimental tasks
+        if _importable(TASK_ENGINE_V1):  # mcp 1.23 and later: experimental tasks
             from otel_mcp_cancel.hooks.tasks_v1 import TaskHooksV1
 
             makers.append((SERVER, TaskHooksV1))
@@ -136,11 +136,19 @@ def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
     makers: list[tuple[str, Callable[[Any], Any]]] = [(SERVER, lambda telemetry: FastMCPServerHooks(telemetry, major))]
     if major >= 3:
         makers.append((CLIENT, FastMCPClientHooks))
-    if major >= 4 and importlib.util.find_spec("fastmcp_tasks") is not None:  # the 2026-07-28 tasks extension
+    if major >= 4 and _importable("fastmcp_tasks"):  # the 2026-07-28 tasks extension
         from otel_mcp_cancel.hooks.tasks_fastmcp import FastMCPTaskHooks
 
         makers.append((SERVER, FastMCPTaskHooks))
     return makers
+
+
+def _importable(module: str) -> bool:
+    """Whether a module is there to hook, without importing it (its parent packages are imported)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 def _capture_content() -> bool:

@@ -1,0 +1,194 @@
+"""fastmcp-tasks (FastMCP 4, the 2026-07-28 tasks extension, run by Docket): a task-augmented tools/call's
+outcome is its task's terminal status, whether or not anyone polls it.
+
+A real FastMCP server with the extension on Docket's in-process `memory://` backend and its worker, and a
+real `fastmcp.Client` (`call_tool_task`, `ToolTask.status` and `cancel`). The tools wait on events the test
+sets; the test waits for the task span to end, never for a guessed time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastmcp_tasks", reason="fastmcp-tasks is not installed")
+
+from fastmcp import Client, FastMCP  # noqa: E402
+from fastmcp_tasks import TasksExtension, call_tool_task  # noqa: E402
+from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+
+from tests.conftest import Captured  # noqa: E402
+from tests.support import until  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+STATUS_EVENT = "mcp.task.status_changed"
+GHOST_EVENT = "mcp.ghost_response.suppressed"
+
+
+class TaskServer:
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.side_effects: list[str] = []
+        self.server = FastMCP("tasks")
+        self.server.add_extension(TasksExtension(url="memory://", name=f"tasks-{uuid.uuid4().hex}"))
+
+        @self.server.tool(task=True, annotations={"destructiveHint": True})
+        async def commit(path: str) -> str:
+            self.started.set()
+            await self.release.wait()
+            self.side_effects.append(path)
+            return f"committed {path}"
+
+        @self.server.tool(task=True, annotations={"idempotentHint": True})
+        async def crash(path: str) -> str:
+            self.started.set()
+            await self.release.wait()
+            raise RuntimeError("disk full")
+
+
+def spans_named(captured: Captured, name: str) -> list[Any]:
+    return [span for span in captured.spans.get_finished_spans() if span.name == name]
+
+
+def one(captured: Captured, name: str, kind: SpanKind = SpanKind.INTERNAL) -> Any:
+    (span,) = [span for span in spans_named(captured, name) if span.kind is kind]
+    return span
+
+
+async def task_ended(captured: Captured, tool: str) -> Any:
+    await until(lambda: spans_named(captured, f"task {tool}") != [])
+    return one(captured, f"task {tool}")
+
+
+def events(span: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [(event.name, dict(event.attributes)) for event in span.events]
+
+
+def outcome_points(captured: Captured) -> dict[tuple[tuple[str, Any], ...], int]:
+    points = [p for p in captured.points("mcp.server.operation.duration")
+              if p.attributes.get("mcp.method.name") == "tools/call"]
+    keys = ("tool.outcome", "mcp.task.status", "error.type")
+    return {tuple((key, p.attributes[key]) for key in keys if key in p.attributes): p.count for p in points}
+
+
+async def test_a_task_nobody_polls_is_settled_by_its_engine_in_one_trace_with_its_creation(captured) -> None:
+    app = TaskServer()
+    async with Client(app.server) as client:
+        task = await call_tool_task(client, "commit", {"path": "a.md"})
+        app.release.set()
+        span = await task_ended(captured, "commit")
+        assert (await task.status()).status == "completed"
+
+    creation = one(captured, "tools/call commit", SpanKind.SERVER)
+    assert creation.attributes["mcp.task.id"] == task.task_id
+    assert creation.attributes["mcp.task.status"] == "working" and "tool.outcome" not in creation.attributes
+    assert span.context.trace_id == creation.context.trace_id and span.parent.span_id == creation.context.span_id
+    assert dict(span.attributes) == {
+        "mcp.method.name": "tools/call",
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "commit",
+        "mcp.task.id": task.task_id,
+        "tool.outcome": "ok",
+        "mcp.task.status": "completed",
+    }
+    assert events(span) == [(STATUS_EVENT, {"mcp.task.status": "working"}),
+                            (STATUS_EVENT, {"mcp.task.status": "completed"})]
+    poll = one(captured, "tasks/get", SpanKind.SERVER)
+    assert poll.attributes["mcp.task.id"] == task.task_id
+    assert [link.context.span_id for link in poll.links] == [span.context.span_id]
+    assert outcome_points(captured) == {
+        (("mcp.task.status", creation.attributes["mcp.task.status"]),): 1,
+        (("tool.outcome", span.attributes["tool.outcome"]), ("mcp.task.status", span.attributes["mcp.task.status"])): 1,
+    }
+
+
+async def test_a_task_whose_tool_raised_is_failed(captured) -> None:
+    app = TaskServer()
+    async with Client(app.server) as client:
+        await call_tool_task(client, "crash", {"path": "a.md"})
+        app.release.set()
+        span = await task_ended(captured, "crash")
+    # fastmcp-tasks turns a raised tool error into a completed task with an isError result.
+    assert {key: span.attributes.get(key) for key in ("tool.outcome", "error.type", "mcp.task.status")} == {
+        "tool.outcome": "failed", "error.type": "tool_error", "mcp.task.status": "completed"}
+    assert (span.status.status_code, span.status.description) == (StatusCode.ERROR,
+                                                                  "the tool's result has isError: true")
+
+
+async def test_a_task_cancelled_while_working_is_cancelled_and_its_work_stopped(captured, plugin_log) -> None:
+    app = TaskServer()
+    async with Client(app.server) as client:
+        task = await call_tool_task(client, "commit", {"path": "a.md"})
+        await app.started.wait()
+        await task.cancel()
+        span = await task_ended(captured, "commit")
+        app.release.set()
+    assert app.side_effects == []  # Docket's cancel interrupted the work
+    assert (span.attributes["tool.outcome"], span.attributes["mcp.task.status"]) == ("cancelled", "cancelled")
+    assert "tool.handler_outcome" not in span.attributes
+    assert [link.context.span_id for link in one(captured, "tasks/cancel", SpanKind.SERVER).links] == [
+        span.context.span_id]
+    assert outcome_points(captured)[(("tool.outcome", "cancelled"), ("mcp.task.status", "cancelled"))] == 1
+    assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
+
+
+async def test_a_cancel_after_the_task_finished_unpolled_is_a_ghost(captured, plugin_log) -> None:
+    app = TaskServer()
+    async with Client(app.server) as client:
+        task = await call_tool_task(client, "commit", {"path": "a.md"})
+        app.release.set()
+        span = await task_ended(captured, "commit")
+        await task.cancel()  # acknowledged: the caller believes it stopped the commit that happened
+        await until(lambda: spans_named(captured, "tasks/cancel") != [])
+    cancel = one(captured, "tasks/cancel", SpanKind.SERVER)
+    assert span.attributes["tool.outcome"] == "ok" and app.side_effects == ["a.md"]
+    assert {key: cancel.attributes.get(key) for key in ("mcp.task.id", "tool.handler_outcome", "tool.ghost_risk")} == {
+        "mcp.task.id": task.task_id, "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+    assert [name for name, _ in events(cancel)] == [GHOST_EVENT]
+    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    assert (ghosts.attributes["gen_ai.tool.name"], ghosts.attributes["tool.ghost_risk"], ghosts.value) == (
+        "commit", "unsafe", 1)
+    (line,) = plugin_log()
+    assert task.task_id in line.getMessage()
+
+
+async def test_a_cancel_after_the_result_was_polled_is_no_ghost(captured, plugin_log) -> None:
+    app = TaskServer()
+    async with Client(app.server) as client:
+        task = await call_tool_task(client, "commit", {"path": "a.md"})
+        app.release.set()
+        await task_ended(captured, "commit")
+        polled = await task.status()
+        assert polled.status == "completed" and polled.result is not None  # the answer, inline
+        await task.cancel()
+        await until(lambda: spans_named(captured, "tasks/cancel") != [])
+    assert "tool.handler_outcome" not in one(captured, "tasks/cancel", SpanKind.SERVER).attributes
+    assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
+
+
+async def caller_view(app: TaskServer, tool: str) -> tuple[Any, ...]:
+    """What a caller sees of a task that runs to its end: its first and last status and its inline result."""
+    async with Client(app.server) as client:
+        task = await call_tool_task(client, tool, {"path": "a.md"})
+        first = (await task.status()).status
+        app.release.set()
+        final = await task.status()
+        while final.status == "working":  # polling, as a caller does: each answer is checked, none assumed
+            await asyncio.sleep(0.005)
+            final = await task.status()
+        return first, final.status, final.result
+
+
+@pytest.mark.parametrize("tool", ["commit", "crash"])
+async def test_the_caller_sees_the_same_with_and_without_the_plugin(monkeypatch, tool) -> None:
+    from tests.conftest import instrumented
+
+    plain = await caller_view(TaskServer(), tool)
+    with instrumented(monkeypatch):
+        traced = await caller_view(TaskServer(), tool)
+    assert traced == plain
