@@ -22,12 +22,9 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from tests.conftest import Captured  # noqa: E402
 from tests.support import until  # noqa: E402
+from tests.task_spans import GHOST_EVENT, STATUS_EVENT, events, outcome_points, spans_named, task_ended  # noqa: E402
 
 pytestmark = pytest.mark.anyio
-
-STATUS_EVENT = "mcp.task.status_changed"
-GHOST_EVENT = "mcp.ghost_response.suppressed"
-
 
 class TaskServer:
     def __init__(self) -> None:
@@ -51,29 +48,9 @@ class TaskServer:
             raise RuntimeError("disk full")
 
 
-def spans_named(captured: Captured, name: str) -> list[Any]:
-    return [span for span in captured.spans.get_finished_spans() if span.name == name]
-
-
-def one(captured: Captured, name: str, kind: SpanKind = SpanKind.INTERNAL) -> Any:
+def one(captured: Captured, name: str, kind: SpanKind) -> Any:
     (span,) = [span for span in spans_named(captured, name) if span.kind is kind]
     return span
-
-
-async def task_ended(captured: Captured, tool: str) -> Any:
-    await until(lambda: spans_named(captured, f"task {tool}") != [])
-    return one(captured, f"task {tool}")
-
-
-def events(span: Any) -> list[tuple[str, dict[str, Any]]]:
-    return [(event.name, dict(event.attributes)) for event in span.events]
-
-
-def outcome_points(captured: Captured) -> dict[tuple[tuple[str, Any], ...], int]:
-    points = [p for p in captured.points("mcp.server.operation.duration")
-              if p.attributes.get("mcp.method.name") == "tools/call"]
-    keys = ("tool.outcome", "mcp.task.status", "error.type")
-    return {tuple((key, p.attributes[key]) for key in keys if key in p.attributes): p.count for p in points}
 
 
 async def test_a_task_nobody_polls_is_settled_by_its_engine_in_one_trace_with_its_creation(captured) -> None:

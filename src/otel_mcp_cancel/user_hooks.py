@@ -28,7 +28,9 @@ class McpRequestInfo(NamedTuple):
 
 
 class McpResponseInfo(NamedTuple):
-    outcome: str  # ok | failed | cancelled, for any method (a tools/call span carries it as tool.outcome)
+    # ok | failed | cancelled, for any method (a tools/call span carries it as tool.outcome); None for a
+    # tools/call answered with a task's creation, whose outcome comes with the task's end
+    outcome: str | None
     cancel_reason: str | None
     ghost: bool  # the handler finished but its answer never reached the wire
 

@@ -7,6 +7,8 @@ test sets once the wire has answered what the test asserts on.
 
 from __future__ import annotations
 
+import json
+import re
 import warnings
 from typing import Any
 
@@ -22,12 +24,11 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 from tests.conftest import Captured  # noqa: E402
 from tests.raw_peer import RawPeer, is_error, raw_session  # noqa: E402
 from tests.support import until  # noqa: E402
+from tests.task_spans import GHOST_EVENT, STATUS_EVENT, events, outcome_points, spans_named, task_ended  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
 TASK = {"ttl": 60_000}
-STATUS_EVENT = "mcp.task.status_changed"
-GHOST_EVENT = "mcp.ghost_response.suppressed"
 
 
 class TaskApp:
@@ -75,28 +76,8 @@ async def create(peer: RawPeer, tool: str, request_id: int = 1) -> str:
 
 
 def span_named(captured: Captured, name: str) -> Any:
-    (span,) = [span for span in captured.spans.get_finished_spans() if span.name == name]
+    (span,) = spans_named(captured, name)
     return span
-
-
-def task_span(captured: Captured, tool: str) -> Any:
-    return span_named(captured, f"task {tool}")
-
-
-def events(span: Any) -> list[tuple[str, dict[str, Any]]]:
-    return [(event.name, dict(event.attributes)) for event in span.events]
-
-
-def tool_points(captured: Captured) -> dict[tuple[tuple[str, Any], ...], int]:
-    """tools/call points of the operation-duration histogram: their task and outcome attributes, and count."""
-    points = [p for p in captured.points("mcp.server.operation.duration")
-              if p.attributes.get("mcp.method.name") == "tools/call"]
-    keys = ("tool.outcome", "mcp.task.status", "error.type")
-    return {tuple((key, p.attributes[key]) for key in keys if key in p.attributes): p.count for p in points}
-
-
-async def finished(captured: Captured, name: str) -> None:
-    await until(lambda: any(span.name == name for span in captured.spans.get_finished_spans()))
 
 
 async def test_a_completed_task_is_ok_when_it_completes_in_one_trace_with_its_creation(captured) -> None:
@@ -109,9 +90,9 @@ async def test_a_completed_task_is_ok_when_it_completes_in_one_trace_with_its_cr
         app.release.set()
         payload = await peer.call(3, "tasks/result", {"taskId": task_id})
         assert payload.result["content"] == [{"type": "text", "text": "commit"}]
-        await finished(captured, "task commit")
+        await task_ended(captured, "commit")
 
-    creation, task = span_named(captured, "tools/call commit"), task_span(captured, "commit")
+    creation, task = span_named(captured, "tools/call commit"), await task_ended(captured, "commit")
     assert creation.attributes["mcp.task.id"] == task_id
     assert creation.attributes["mcp.task.status"] == "working"
     assert "tool.outcome" not in creation.attributes  # the creation is no tool outcome
@@ -136,7 +117,7 @@ async def test_a_completed_task_is_ok_when_it_completes_in_one_trace_with_its_cr
         assert [link.context.span_id for link in span.links] == [task.context.span_id]
 
     # One string end to end: what the spans say is what the metric points say.
-    assert tool_points(captured) == {
+    assert outcome_points(captured) == {
         (("mcp.task.status", creation.attributes["mcp.task.status"]),): 1,
         (("tool.outcome", task.attributes["tool.outcome"]), ("mcp.task.status", task.attributes["mcp.task.status"])): 1,
     }
@@ -148,8 +129,8 @@ async def test_the_task_point_measures_creation_to_terminal_status_with_its_span
         task_id = await create(peer, "commit")
         app.release.set()
         await peer.call(2, "tasks/result", {"taskId": task_id})
-        await finished(captured, "task commit")
-    task = task_span(captured, "commit")
+        await task_ended(captured, "commit")
+    task = await task_ended(captured, "commit")
     (point,) = [p for p in captured.points("mcp.server.operation.duration") if "tool.outcome" in p.attributes]
     assert point.sum <= (task.end_time - span_named(captured, "tools/call commit").start_time) / 1e9
     assert [exemplar.span_id for exemplar in point.exemplars] == [task.context.span_id]
@@ -163,19 +144,19 @@ async def test_the_task_point_measures_creation_to_terminal_status_with_its_span
         ("refuse", "completed", "the tool's result has isError: true", {"mcp.task.status": "completed"}),
     ],
 )
-async def test_a_task_that_fails_or_returns_is_error_is_failed(captured, tool, status, description, status_event) -> None:
+async def test_a_task_that_fails_or_returns_is_error_is_failed(captured, tool, status, description, status_event):
     app = TaskApp()
     async with raw_session(app.server) as peer:
         task_id = await create(peer, tool)
         app.release.set()
         await peer.call(2, "tasks/result", {"taskId": task_id})
-        await finished(captured, f"task {tool}")
-    task = task_span(captured, tool)
+        await task_ended(captured, tool)
+    task = await task_ended(captured, tool)
     assert {key: task.attributes.get(key) for key in ("tool.outcome", "error.type", "mcp.task.status")} == {
         "tool.outcome": "failed", "error.type": "tool_error", "mcp.task.status": status}
     assert (task.status.status_code, task.status.description) == (StatusCode.ERROR, description)
     assert events(task) == [(STATUS_EVENT, {"mcp.task.status": "working"}), (STATUS_EVENT, status_event)]
-    assert tool_points(captured)[(("tool.outcome", "failed"), ("mcp.task.status", status),
+    assert outcome_points(captured)[(("tool.outcome", "failed"), ("mcp.task.status", status),
                                   ("error.type", "tool_error"))] == 1
 
 
@@ -192,9 +173,9 @@ async def test_work_that_completes_after_its_task_was_cancelled_is_a_ghost(captu
         # illegal status transition, raised out of the session's task group.
         await until(lambda: peer.crashes != [])
         assert "Cannot transition from terminal status 'cancelled'" in repr(peer.crashes[0])
-        await finished(captured, "task commit")
+        await task_ended(captured, "commit")
 
-    task = task_span(captured, "commit")
+    task = await task_ended(captured, "commit")
     assert {key: task.attributes.get(key) for key in
             ("tool.outcome", "mcp.task.status", "tool.handler_outcome", "tool.ghost_risk")} == {
         "tool.outcome": "cancelled", "mcp.task.status": "cancelled", "tool.handler_outcome": "ok",
@@ -206,7 +187,7 @@ async def test_work_that_completes_after_its_task_was_cancelled_is_a_ghost(captu
     ]
     assert task.status.status_code is StatusCode.UNSET
     assert [link.context.span_id for link in captured.server_span("tasks/cancel").links] == [task.context.span_id]
-    assert tool_points(captured)[(("tool.outcome", "cancelled"), ("mcp.task.status", "cancelled"))] == 1
+    assert outcome_points(captured)[(("tool.outcome", "cancelled"), ("mcp.task.status", "cancelled"))] == 1
     (ghosts,) = captured.points("mcp.server.ghost_responses")
     assert (dict(ghosts.attributes), ghosts.value) == ({
         "mcp.method.name": "tools/call", "gen_ai.tool.name": "commit", "tool.handler_outcome": "ok",
@@ -223,8 +204,8 @@ async def test_a_task_cancelled_and_then_stopped_is_cancelled_and_no_ghost(captu
         await app.started.wait()
         await peer.call(2, "tasks/cancel", {"taskId": task_id})
     # The session ended: its task group stopped the work before it did anything.
-    await finished(captured, "task commit")
-    task = task_span(captured, "commit")
+    await task_ended(captured, "commit")
+    task = await task_ended(captured, "commit")
     assert app.side_effects == []
     assert (task.attributes["tool.outcome"], "tool.handler_outcome" in task.attributes) == ("cancelled", False)
     assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
@@ -235,8 +216,8 @@ async def test_work_stopped_before_any_terminal_status_is_failed_unsettled(captu
     async with raw_session(app.server) as peer:
         await create(peer, "commit")
         await app.started.wait()
-    await finished(captured, "task commit")
-    task = task_span(captured, "commit")
+    await task_ended(captured, "commit")
+    task = await task_ended(captured, "commit")
     assert {key: task.attributes.get(key) for key in ("tool.outcome", "error.type", "mcp.task.status")} == {
         "tool.outcome": "failed", "error.type": "_OTHER", "mcp.task.status": None}
     assert task.status.description == "the task's work ended without a terminal status"
@@ -247,10 +228,10 @@ async def test_a_cancel_after_the_task_finished_unfetched_is_a_ghost_on_the_canc
     async with raw_session(app.server) as peer:
         task_id = await create(peer, "commit")
         app.release.set()
-        await finished(captured, "task commit")
+        await task_ended(captured, "commit")
         refused = await peer.call(2, "tasks/cancel", {"taskId": task_id})
         assert is_error(refused, -32602)  # 2025-11-25: a terminal task cannot be cancelled
-    task, cancel = task_span(captured, "commit"), captured.server_span("tasks/cancel")
+    task, cancel = await task_ended(captured, "commit"), captured.server_span("tasks/cancel")
     assert task.attributes["tool.outcome"] == "ok" and "tool.handler_outcome" not in task.attributes
     assert {key: cancel.attributes.get(key) for key in ("mcp.task.id", "tool.handler_outcome", "tool.ghost_risk")} == {
         "mcp.task.id": task_id, "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
@@ -278,3 +259,25 @@ async def test_a_task_request_for_an_unknown_or_huge_task_id_is_bounded_and_unli
         assert is_error(refused, -32602)
     span = captured.server_span("tasks/get")
     assert span.attributes["mcp.task.id"] == "x" * 256 and list(span.links) == []
+
+
+async def wire_answers(tool: str) -> list[Any]:
+    """What a caller gets for a task run to its end, without the ids and clocks that differ run to run."""
+    app = TaskApp()
+    async with raw_session(app.server) as peer:
+        task_id = await create(peer, tool)
+        answers = [await peer.call(2, "tasks/get", {"taskId": task_id})]
+        app.release.set()
+        answers.append(await peer.call(3, "tasks/result", {"taskId": task_id}))
+        answers.append(await peer.call(4, "tasks/cancel", {"taskId": task_id}))
+    wire = json.dumps([answer.model_dump(mode="json", exclude_none=True) for answer in answers])
+    return json.loads(re.sub(r'"(createdAt|lastUpdatedAt)": "[^"]*"', r'"\1": "-"', wire.replace(task_id, "-")))
+
+
+@pytest.mark.parametrize("tool", ["commit", "crash", "refuse"])
+async def test_the_caller_gets_the_same_answers_with_and_without_the_plugin(monkeypatch, tool) -> None:
+    from tests.conftest import instrumented
+
+    plain = await wire_answers(tool)
+    with instrumented(monkeypatch):
+        assert await wire_answers(tool) == plain
