@@ -75,6 +75,8 @@ async def test_a_task_nobody_polls_is_settled_by_its_engine_in_one_trace_with_it
     }
     assert events(span) == [(STATUS_EVENT, {"mcp.task.status": "working"}),
                             (STATUS_EVENT, {"mcp.task.status": "completed"})]
+    (worker,) = [s for s in captured.spans.get_finished_spans() if s.kind is SpanKind.CONSUMER]  # Docket's
+    assert [link.context.span_id for link in span.links] == [worker.context.span_id]
     poll = one(captured, "tasks/get", SpanKind.SERVER)
     assert poll.attributes["mcp.task.id"] == task.task_id
     assert [link.context.span_id for link in poll.links] == [span.context.span_id]

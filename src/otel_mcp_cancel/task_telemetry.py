@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 
 from otel_mcp_cancel.attributes import bounded, message_field, metric_attributes, span_name, verdict_attributes
 from otel_mcp_cancel.conventions import (
@@ -106,6 +106,12 @@ class TaskTelemetry:
     def find(self, task_id: str | None) -> TaskRecord | None:
         with self._lock:
             return None if task_id is None else self._tasks.get(task_id)
+
+    def link_work(self, task_id: str, work: SpanContext) -> None:
+        """Link the task's span to the span an engine ran (a leg of) its work in (Docket's worker span)."""
+        task = self.find(task_id)
+        if task is not None and work.is_valid and task.span.is_recording():
+            task.span.add_link(work)
 
     def work_ended(self, task_id: str, end: HandlerEnd) -> None:
         """An engine's hook saw the task's work end."""

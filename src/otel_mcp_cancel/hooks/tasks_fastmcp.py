@@ -18,6 +18,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from opentelemetry import trace
+
 from otel_mcp_cancel.conventions import TASK_CANCELLED, TASK_COMPLETED, TASK_FAILED, TASK_INPUT_REQUIRED, TOOLS_CALL
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks.observations import HookSet, arg
@@ -93,6 +95,7 @@ class FastMCPTaskHooks(HookSet):
         with self._lock:
             leg_end = self._leg_ends.pop(task_id, None)
         tasks = self._telemetry.tasks
+        tasks.link_work(task_id, trace.get_current_span().get_span_context())  # Docket marks in its worker span
         if leg_end == PARKED and mark == "mark_as_completed":
             tasks.reached(task_id, TASK_INPUT_REQUIRED)  # the next leg runs once the caller answers
             return
