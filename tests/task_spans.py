@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from opentelemetry.trace import SpanKind
+
 from tests.conftest import Captured
 from tests.support import until
 
@@ -15,10 +17,16 @@ def spans_named(captured: Captured, name: str) -> list[Any]:
     return [span for span in captured.spans.get_finished_spans() if span.name == name]
 
 
-async def task_ended(captured: Captured, tool: str) -> Any:
-    """The span of the task running `tool`, once it has ended (the one task of the test)."""
-    await until(lambda: spans_named(captured, f"task {tool}") != [])
-    (span,) = spans_named(captured, f"task {tool}")
+def task_spans(captured: Captured, tool: str, side: SpanKind) -> list[Any]:
+    """The ended spans of tasks running `tool`, as seen by one side: the children of its creating span."""
+    sides = {span.context.span_id for span in captured.spans.get_finished_spans() if span.kind is side}
+    return [span for span in spans_named(captured, f"task {tool}") if span.parent.span_id in sides]
+
+
+async def task_ended(captured: Captured, tool: str, side: SpanKind = SpanKind.SERVER) -> Any:
+    """The span of the task running `tool` (the one task of the test), as one side saw it, once it ended."""
+    await until(lambda: task_spans(captured, tool, side) != [])
+    (span,) = task_spans(captured, tool, side)
     return span
 
 
@@ -26,10 +34,12 @@ def events(span: Any) -> list[tuple[str, dict[str, Any]]]:
     return [(event.name, dict(event.attributes)) for event in span.events]
 
 
-def outcome_points(captured: Captured) -> dict[tuple[tuple[str, Any], ...], int]:
-    """tools/call points of the server's operation-duration histogram: their task and outcome attributes,
-    and how many calls each counts."""
-    points = [p for p in captured.points("mcp.server.operation.duration")
+def outcome_points(
+    captured: Captured, metric: str = "mcp.server.operation.duration"
+) -> dict[tuple[tuple[str, Any], ...], int]:
+    """tools/call points of an operation-duration histogram: their task and outcome attributes, and how many
+    calls each counts."""
+    points = [p for p in captured.points(metric)
               if p.attributes.get("mcp.method.name") == "tools/call"]
     keys = ("tool.outcome", "mcp.task.status", "error.type")
     return {tuple((key, p.attributes[key]) for key in keys if key in p.attributes): p.count for p in points}

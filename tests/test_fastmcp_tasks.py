@@ -84,6 +84,12 @@ async def test_a_task_nobody_polls_is_settled_by_its_engine_in_one_trace_with_it
         (("mcp.task.status", creation.attributes["mcp.task.status"]),): 1,
         (("tool.outcome", span.attributes["tool.outcome"]), ("mcp.task.status", span.attributes["mcp.task.status"])): 1,
     }
+    # The client's view ends with what it was told: its one poll said completed.
+    viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
+    assert viewed.parent.span_id == one(captured, "tools/call commit", SpanKind.CLIENT).context.span_id
+    assert dict(viewed.attributes) == dict(span.attributes)
+    assert outcome_points(captured, "mcp.client.operation.duration") == {
+        (("mcp.task.status", "working"),): 1, (("tool.outcome", "ok"), ("mcp.task.status", "completed")): 1}
 
 
 async def test_a_task_whose_tool_raised_is_failed(captured) -> None:
@@ -114,6 +120,7 @@ async def test_a_task_cancelled_while_working_is_cancelled_and_its_work_stopped(
         span.context.span_id]
     assert outcome_points(captured)[(("tool.outcome", "cancelled"), ("mcp.task.status", "cancelled"))] == 1
     assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
+    assert (await task_ended(captured, "commit", SpanKind.CLIENT)).attributes["tool.outcome"] == "cancelled"
 
 
 async def test_a_cancel_after_the_task_finished_unpolled_is_a_ghost(captured, plugin_log) -> None:
@@ -134,6 +141,9 @@ async def test_a_cancel_after_the_task_finished_unpolled_is_a_ghost(captured, pl
         "commit", "unsafe", 1)
     (line,) = plugin_log()
     assert task.task_id in line.getMessage()
+    # The client never saw the commit finish; it was told its cancel went through.
+    viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
+    assert (viewed.attributes["tool.outcome"], viewed.attributes["mcp.task.status"]) == ("cancelled", "cancelled")
 
 
 async def test_a_cancel_after_the_result_was_polled_is_no_ghost(captured, plugin_log) -> None:
@@ -148,6 +158,7 @@ async def test_a_cancel_after_the_result_was_polled_is_no_ghost(captured, plugin
         await until(lambda: spans_named(captured, "tasks/cancel") != [])
     assert "tool.handler_outcome" not in one(captured, "tasks/cancel", SpanKind.SERVER).attributes
     assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
+    assert (await task_ended(captured, "commit", SpanKind.CLIENT)).attributes["tool.outcome"] == "ok"
 
 
 async def caller_view(app: TaskServer, tool: str) -> tuple[Any, ...]:

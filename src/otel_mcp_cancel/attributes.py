@@ -79,6 +79,14 @@ def message_field(message: object, name: str) -> Any:
     return value if value is not None or name.islower() else getattr(model, _snake_case(name), None)
 
 
+def is_tool_error(result: object) -> bool:
+    """A tools/call result with isError: the wire dict, the model a tool returned, or a 1.x ServerResult."""
+    if isinstance(result, Mapping):
+        return result.get("isError") is True
+    result = getattr(result, "root", result)
+    return getattr(result, "is_error", None) is True or getattr(result, "isError", None) is True
+
+
 @functools.lru_cache(maxsize=64)
 def _snake_case(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()

@@ -6,11 +6,13 @@ from __future__ import annotations
 from opentelemetry.trace import SpanKind, Tracer
 
 from otel_mcp_cancel.conventions import MCP_CANCEL_REASON, OUTCOME_CANCELLED
+from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_client_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.session_telemetry import SessionTelemetry
+from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
 
 class ClientTelemetry(RequestTelemetry):
@@ -20,6 +22,7 @@ class ClientTelemetry(RequestTelemetry):
     def __init__(self, tracer: Tracer, instruments: Instruments, options: SpanOptions) -> None:
         super().__init__(tracer, instruments.client_operation_duration, current_client_record, options)
         self.sessions = SessionTelemetry(instruments.client_session_duration)
+        self.tasks = TaskTelemetry(tracer, self, options.cancelled_is_error, ghosts=None)
 
     def resolve(self, record: RequestRecord) -> None:
         # The tool names a client sends are its own code's choice, not a peer's: they are not folded.
@@ -29,3 +32,5 @@ class ClientTelemetry(RequestTelemetry):
         # The client's reason is bounded (timeout | caller): an attribute too, so "our own timeouts" is a query.
         if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
             record.span.set_attribute(MCP_CANCEL_REASON, record.cancel_reason)
+        with contained("following a task"):
+            self.tasks.observe(record, verdict)  # the client's view: what it was told of the task

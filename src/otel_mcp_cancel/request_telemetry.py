@@ -163,6 +163,10 @@ class RequestTelemetry:
         with contained(f"ending a {self.role} span"):
             span.end()  # last: a span processor that raises here costs no measurement
 
+    def record_duration(self, seconds: float, attributes: dict[str, Any]) -> None:
+        """A point of this side's operation-duration histogram that no request's end records: a task's."""
+        self._duration.record(seconds, attributes)
+
     def knows_method(self, method: str) -> bool:
         """Whether a method keeps its name when a request arrives (else _OTHER until `resolve` knows better)."""
         return True

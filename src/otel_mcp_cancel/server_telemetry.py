@@ -71,14 +71,10 @@ class ServerTelemetry(RequestTelemetry):
         self.sessions = SessionTelemetry(instruments.server_session_duration)
         # Frameworks' own registries, for a cancelled call whose tool never ran: (low-level server, name) -> registered.
         self.registries: list[Callable[[Any, str], bool]] = []
-        self.tasks = TaskTelemetry(tracer, self, options.cancelled_is_error)
+        self.tasks = TaskTelemetry(tracer, self, options.cancelled_is_error, ghosts=self)
 
     def parent(self, params: Any) -> Context | None:
         return parent_context(params)
-
-    def record_duration(self, seconds: float, attributes: Mapping[str, Any]) -> None:
-        """A point of the operation-duration histogram that no request's end records: a task's."""
-        self._duration.record(seconds, attributes)
 
     def cancel_received(
         self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None

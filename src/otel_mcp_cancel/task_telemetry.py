@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 
-from otel_mcp_cancel.attributes import bounded, message_field, metric_attributes, span_name, verdict_attributes
+from otel_mcp_cancel.attributes import (
+    bounded,
+    is_tool_error,
+    message_field,
+    metric_attributes,
+    span_name,
+    verdict_attributes,
+)
 from otel_mcp_cancel.conventions import (
     EVENT_TASK_STATUS,
     GEN_AI_OPERATION_EXECUTE_TOOL,
@@ -34,6 +41,7 @@ from otel_mcp_cancel.conventions import (
     MCP_TASK_STATUS,
     MCP_TASK_STATUS_MESSAGE,
     TASK_CANCELLED,
+    TASK_COMPLETED,
     TASKS_CANCEL,
     TASKS_GET,
     TASKS_RESULT,
@@ -45,6 +53,7 @@ from otel_mcp_cancel.outcome import AnswerKind, HandlerEnd, Verdict, classify_ta
 from otel_mcp_cancel.request_state import RequestRecord, metric_fields
 
 if TYPE_CHECKING:
+    from otel_mcp_cancel.request_telemetry import RequestTelemetry
     from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
 # Tasks followed at once, settled ones included (a late `tasks/cancel` is judged against them); oldest out.
@@ -70,11 +79,15 @@ class TaskRecord:
 
 
 class TaskTelemetry:
-    """The server's tasks, by id. Every entry point is contained by its caller or here."""
+    """One side's tasks, by id: the server's (with ghosts) or a client's (its view: what it was told).
+    Every entry point is contained by its caller or here."""
 
-    def __init__(self, tracer: Tracer, server: ServerTelemetry, cancelled_is_error: bool) -> None:
+    def __init__(
+        self, tracer: Tracer, side: RequestTelemetry, cancelled_is_error: bool, ghosts: ServerTelemetry | None
+    ) -> None:
         self._tracer = tracer
-        self._server = server
+        self._side = side  # records the duration point in its own histogram
+        self._ghosts = ghosts  # the server reports ghosts; a client sees none
         self._cancelled_is_error = cancelled_is_error
         self._lock = threading.Lock()
         self._tasks: OrderedDict[str, TaskRecord] = OrderedDict()
@@ -156,6 +169,8 @@ class TaskTelemetry:
             self._cancel_answered(task, record, accepted=answered)
         elif record.method == TASKS_RESULT and answered:
             task.result_fetched = True
+            if not task.work_watched:  # 2025-11-25: the payload is what the call would have answered
+                self.reached(task.task_id, TASK_COMPLETED, is_tool_error=is_tool_error(record.result))
         elif record.method == TASKS_GET and answered:
             self._polled(task, record.result)
 
@@ -178,10 +193,10 @@ class TaskTelemetry:
             # The caller believes it stopped work that had already happened (2025-11-25 rejects it; the
             # 2026-07-28 extension acknowledges it).
             handler_outcome = late_cancel_ghost(task.status, task.work, task.result_fetched)
-            if handler_outcome is not None:
-                risk = self._server.mark_ghost(task.creation, record.span, handler_outcome)
+            if handler_outcome is not None and self._ghosts is not None:
+                risk = self._ghosts.mark_ghost(task.creation, record.span, handler_outcome)
                 with contained("reporting a task's ghost"):
-                    self._server.report_ghost(task.creation, handler_outcome, risk, record.span)
+                    self._ghosts.report_ghost(task.creation, handler_outcome, risk, record.span)
         elif accepted:
             self.reached(task.task_id, TASK_CANCELLED)
 
@@ -199,7 +214,7 @@ class TaskTelemetry:
                 span.set_status(Status(StatusCode.ERROR, verdict.description))
         with contained("measuring a task"), trace.use_span(span, record_exception=False, set_status_on_exception=False):
             attributes = metric_attributes(*metric_fields(creation), tuple(outcome.items()))
-            self._server.record_duration(time.perf_counter() - creation.started, attributes)
+            self._side.record_duration(time.perf_counter() - creation.started, attributes)
         if not task.work_watched or task.work is not None:
             self._end(task)
 
@@ -208,8 +223,8 @@ class TaskTelemetry:
         if not task.span.is_recording():
             return
         verdict = classify_task(task.status, task.work, task.is_tool_error)
-        if verdict.ghost_handler_outcome is not None:
-            risk = self._server.mark_ghost(task.creation, task.span, verdict.ghost_handler_outcome)
+        if verdict.ghost_handler_outcome is not None and self._ghosts is not None:
+            risk = self._ghosts.mark_ghost(task.creation, task.span, verdict.ghost_handler_outcome)
             with contained("reporting a task's ghost"):
-                self._server.report_ghost(task.creation, verdict.ghost_handler_outcome, risk, task.span)
+                self._ghosts.report_ghost(task.creation, verdict.ghost_handler_outcome, risk, task.span)
         task.span.end()

@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 
-from otel_mcp_cancel.attributes import bounded, http_protocol, message_field
+from otel_mcp_cancel.attributes import bounded, http_protocol, is_tool_error, message_field
 from otel_mcp_cancel.conventions import (
     CLIENT_ADDRESS,
     CLIENT_PORT,
@@ -65,14 +65,6 @@ def wire_params(request: Any) -> dict[str, Any] | None:
 
 def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
     return args[index] if len(args) > index else kwargs[name]
-
-
-def is_tool_error(result: object) -> bool:
-    """A tools/call result with isError: the wire dict, the model a tool returned, or a 1.x ServerResult."""
-    if isinstance(result, Mapping):
-        return result.get("isError") is True
-    result = getattr(result, "root", result)
-    return getattr(result, "is_error", None) is True or getattr(result, "isError", None) is True
 
 
 def created_task(result: object) -> tuple[str, object] | None:
