@@ -6,7 +6,7 @@ import pytest
 
 from otel_mcp_cancel.conventions import TOOL_ERROR_DESCRIPTION as TOOL_ERROR
 from otel_mcp_cancel.conventions import UNANSWERED_DESCRIPTION as UNANSWERED
-from otel_mcp_cancel.outcome import Answer, HandlerEnd, Verdict, classify
+from otel_mcp_cancel.outcome import Answer, HandlerEnd, Verdict, classify, classify_task, late_cancel_ghost, task_status
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,60 @@ def test_cancelled_can_be_marked_error_on_request() -> None:
 def test_verdict_ghost_flag() -> None:
     assert Verdict("cancelled", ghost_handler_outcome="ok").is_ghost
     assert not Verdict("cancelled").is_ghost
+
+
+# Tasks: a call that created a task has no outcome yet; the task's terminal status decides.
+_TASK_FAILED = "the task's status is failed"
+_UNSETTLED = "the task's work ended without a terminal status"
+
+
+@pytest.mark.parametrize(("status", "expected"), [("working", "working"), ("cancelled", "cancelled"),
+                                                  ("paused", "_OTHER"), (7, "_OTHER"), (None, "_OTHER")])
+def test_a_created_task_is_no_outcome_and_its_status_is_bounded(status, expected) -> None:
+    answer = Answer.result(False, task_status=task_status(status))  # as the hooks note a creating answer
+    verdict = classify(HandlerEnd.RETURNED, answer, cancelled=True)
+    assert verdict == Verdict(None, task_status=expected)  # a cancel after the creation's answer changes nothing
+
+
+@pytest.mark.parametrize(
+    ("status", "work", "is_tool_error", "expected"),
+    [
+        ("completed", HandlerEnd.RETURNED, False, Verdict("ok", task_status="completed")),
+        ("completed", None, False, Verdict("ok", task_status="completed")),
+        ("completed", HandlerEnd.RETURNED_TOOL_ERROR, True,
+         Verdict("failed", "tool_error", None, True, TOOL_ERROR, task_status="completed")),
+        ("failed", HandlerEnd.RAISED, False, Verdict("failed", "tool_error", None, True, _TASK_FAILED,
+                                                     task_status="failed")),
+        # Cancelled, whatever the work did next: stopped, or run to its end (a ghost).
+        ("cancelled", HandlerEnd.INTERRUPTED, False, Verdict("cancelled", task_status="cancelled")),
+        ("cancelled", None, False, Verdict("cancelled", task_status="cancelled")),
+        ("cancelled", HandlerEnd.RETURNED, False,
+         Verdict("cancelled", ghost_handler_outcome="ok", task_status="cancelled")),
+        ("cancelled", HandlerEnd.RAISED, False,
+         Verdict("cancelled", ghost_handler_outcome="failed", task_status="cancelled")),
+        # No terminal status: the work was stopped with its session.
+        (None, HandlerEnd.INTERRUPTED, False, Verdict("failed", "_OTHER", None, True, _UNSETTLED)),
+    ],
+)
+def test_a_task_outcome_is_its_terminal_status(status, work, is_tool_error, expected) -> None:
+    assert classify_task(status, work, is_tool_error) == expected
+
+
+def test_a_cancelled_task_is_an_error_only_if_asked() -> None:
+    assert classify_task("cancelled", None, False, cancelled_is_error=True).span_error is True
+
+
+@pytest.mark.parametrize(
+    ("status", "work", "fetched", "ghost"),
+    [
+        ("completed", HandlerEnd.RETURNED, False, "ok"),
+        ("completed", None, False, "ok"),  # no engine hook: the status says the work ran
+        ("failed", HandlerEnd.RAISED, False, "failed"),
+        ("failed", None, False, "failed"),
+        ("completed", HandlerEnd.RETURNED, True, None),  # the caller had its answer
+        ("cancelled", HandlerEnd.RETURNED, False, None),  # already cancelled: counted when its work ended
+        (None, None, False, None),
+    ],
+)
+def test_a_cancel_after_a_task_finished_unfetched_is_a_ghost(status, work, fetched, ghost) -> None:
+    assert late_cancel_ghost(status, work, fetched) == ghost

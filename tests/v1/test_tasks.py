@@ -281,3 +281,20 @@ async def test_the_caller_gets_the_same_answers_with_and_without_the_plugin(monk
     plain = await wire_answers(tool)
     with instrumented(monkeypatch):
         assert await wire_answers(tool) == plain
+
+
+async def test_a_duplicate_cancel_is_refused_and_counts_no_second_ghost(captured, plugin_log) -> None:
+    app = TaskApp()
+    async with raw_session(app.server) as peer:
+        task_id = await create(peer, "commit")
+        await app.started.wait()
+        assert (await peer.call(2, "tasks/cancel", {"taskId": task_id})).result["status"] == "cancelled"
+        assert is_error(await peer.call(3, "tasks/cancel", {"taskId": task_id}), -32602)
+        app.release.set()
+        await until(lambda: peer.crashes != [])  # the 1.x engine's own crash, as above
+        task = await task_ended(captured, "commit")
+    assert [name for name, _ in events(task)] == [STATUS_EVENT, STATUS_EVENT, GHOST_EVENT]
+    cancels = [span for span in captured.request_spans() if span.attributes["mcp.method.name"] == "tasks/cancel"]
+    assert [("tool.handler_outcome" in span.attributes, len(span.links)) for span in cancels] == [(False, 1)] * 2
+    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    assert ghosts.value == 1 and len(plugin_log()) == 1
