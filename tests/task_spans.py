@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -42,4 +43,7 @@ def outcome_points(
     points = [p for p in captured.points(metric)
               if p.attributes.get("mcp.method.name") == "tools/call"]
     keys = ("tool.outcome", "mcp.task.status", "error.type")
-    return {tuple((key, p.attributes[key]) for key in keys if key in p.attributes): p.count for p in points}
+    counts: Counter[tuple[tuple[str, Any], ...]] = Counter()
+    for point in points:
+        counts[tuple((key, point.attributes[key]) for key in keys if key in point.attributes)] += point.count
+    return dict(counts)

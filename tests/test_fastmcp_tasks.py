@@ -22,7 +22,15 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from tests.conftest import Captured  # noqa: E402
 from tests.support import until  # noqa: E402
-from tests.task_spans import GHOST_EVENT, STATUS_EVENT, events, outcome_points, spans_named, task_ended  # noqa: E402
+from tests.task_spans import (  # noqa: E402
+    GHOST_EVENT,
+    STATUS_EVENT,
+    events,
+    outcome_points,
+    spans_named,
+    task_ended,
+    task_spans,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -182,3 +190,22 @@ async def test_the_caller_sees_the_same_with_and_without_the_plugin(monkeypatch,
     with instrumented(monkeypatch):
         traced = await caller_view(TaskServer(), tool)
     assert traced == plain
+
+
+async def test_a_caller_that_leaves_before_the_task_ends_gave_up(captured) -> None:
+    app = TaskServer()
+    async with Client(app.server) as keeper:  # its session keeps the server, and Docket's worker, running
+        await call_tool_task(keeper, "crash", {"path": "b.md"})
+        async with Client(app.server) as client:
+            await call_tool_task(client, "commit", {"path": "a.md"})
+            await app.started.wait()
+        viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
+        assert task_spans(captured, "crash", SpanKind.CLIENT) == []  # another session's task is its own
+        app.release.set()  # the server's tasks run on: nobody cancelled them
+        assert (await task_ended(captured, "commit")).attributes["tool.outcome"] == "ok"
+        await task_ended(captured, "crash")
+    viewed_crash = await task_ended(captured, "crash", SpanKind.CLIENT)  # never polled: gave up too
+    for span in (viewed, viewed_crash):
+        assert {key: span.attributes.get(key) for key in ("tool.outcome", "mcp.cancel.reason", "mcp.task.status")} == {
+            "tool.outcome": "cancelled", "mcp.cancel.reason": "caller", "mcp.task.status": None}
+    assert outcome_points(captured, "mcp.client.operation.duration")[(("tool.outcome", "cancelled"),)] == 2

@@ -105,6 +105,11 @@ def test_a_cancelled_task_is_an_error_only_if_asked() -> None:
     assert classify_task("cancelled", None, False, cancelled_is_error=True).span_error is True
 
 
+def test_a_caller_that_left_before_any_terminal_status_gave_up() -> None:
+    assert classify_task(None, None, False, gave_up=True) == Verdict("cancelled")
+    assert classify_task("completed", None, False, gave_up=True) == Verdict("ok", task_status="completed")
+
+
 @pytest.mark.parametrize(
     ("status", "work", "fetched", "ghost"),
     [

@@ -163,7 +163,12 @@ def task_status(status: object) -> str:
 
 
 def classify_task(
-    status: str | None, work: HandlerEnd | None, is_tool_error: bool, *, cancelled_is_error: bool = False
+    status: str | None,
+    work: HandlerEnd | None,
+    is_tool_error: bool,
+    *,
+    gave_up: bool = False,
+    cancelled_is_error: bool = False,
 ) -> Verdict:
     """Decide a task-augmented tools/call's outcome from the terminal status its task reached.
 
@@ -171,7 +176,9 @@ def classify_task(
     - cancelled is cancelled whatever the work did next; work that ran to its end after
       the cancel did its side effects unseen: a ghost. (The spec keeps a cancelled task
       cancelled "even if execution continues to completion or fails".)
-    - No terminal status (its work was interrupted, or its session ended first) is a
+    - A caller that left before any terminal status reached it (its session ended) gave up: its
+      view is cancelled, as for a request it stopped waiting for.
+    - No terminal status otherwise (its work was interrupted, or its session ended first) is a
       failure we cannot name, as for a request that ended unanswered.
     """
     if status == TASK_COMPLETED and not is_tool_error:
@@ -184,6 +191,8 @@ def classify_task(
         ghost = work.handler_outcome if work is not None and work.completed else None
         return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=ghost,
                        task_status=status)
+    if gave_up:
+        return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error)
     return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=TASK_UNSETTLED_DESCRIPTION)
 
 

@@ -32,10 +32,12 @@ from otel_mcp_cancel.attributes import (
     verdict_attributes,
 )
 from otel_mcp_cancel.conventions import (
+    CANCEL_REASON_CALLER,
     EVENT_TASK_STATUS,
     GEN_AI_OPERATION_EXECUTE_TOOL,
     GEN_AI_OPERATION_NAME,
     GEN_AI_TOOL_NAME,
+    MCP_CANCEL_REASON,
     MCP_METHOD_NAME,
     MCP_TASK_ID,
     MCP_TASK_STATUS,
@@ -71,6 +73,7 @@ class TaskRecord:
     status: str | None = None  # the terminal status, once reached
     is_tool_error: bool = False
     result_fetched: bool = False
+    gave_up: bool = False  # a client's session ended before it learned how the task ended
     verdict: Verdict | None = None
 
     @property
@@ -174,6 +177,16 @@ class TaskTelemetry:
         elif record.method == TASKS_GET and answered:
             self._polled(task, record.result)
 
+    def gave_up(self, session: object) -> None:
+        """A client session ended: its tasks not yet settled end as what its caller got, nothing (cancelled,
+        `mcp.cancel.reason=caller`). The server may still run them."""
+        with self._lock:
+            left = [task for task in self._tasks.values() if task.creation.session is session and not task.settled]
+        for task in left:
+            task.gave_up = True
+            task.span.set_attribute(MCP_CANCEL_REASON, CANCEL_REASON_CALLER)
+            self._settle(task)
+
     def _polled(self, task: TaskRecord, polled: object) -> None:
         """A `tasks/get` answer: the task's status (when no engine hook tells better), and (2026-07-28
         extension) its result inline: then the caller has its answer."""
@@ -202,7 +215,8 @@ class TaskTelemetry:
 
     def _settle(self, task: TaskRecord) -> None:
         """Record the task's outcome on its span and the duration metric; end the span unless its work runs on."""
-        verdict = classify_task(task.status, task.work, task.is_tool_error, cancelled_is_error=self._cancelled_is_error)
+        verdict = classify_task(task.status, task.work, task.is_tool_error, gave_up=task.gave_up,
+                                cancelled_is_error=self._cancelled_is_error)
         task.verdict = verdict
         creation, span = task.creation, task.span
         outcome = verdict_attributes(TOOLS_CALL, verdict)

@@ -207,6 +207,8 @@ class ClientHooks(HookSet):
                     version = getattr(instance, "protocol_version", None)  # mcp 2.x keeps it; 1.x does not
                     record.protocol_version = version if isinstance(version, str) else None
                     self._telemetry.sessions.close(record, arg(args, kwargs, 1, "exc_val"))
+            with contained("ending a client session's tasks"):
+                self._telemetry.tasks.gave_up(self.session_stream(instance))
 
     def transport_hooks(self) -> list[Hook]:
         return client_transports.transport_hooks(self._transport)
@@ -224,6 +226,7 @@ class ClientHooks(HookSet):
         destination = client_transports.of_stream(write_stream)
         record = self._telemetry.open(method, params, request_id, destination.get(NETWORK_TRANSPORT))
         if record is not None:
+            record.session = write_stream  # the session it was sent in: its tasks end with it
             record.span.set_attributes({key: value for key, value in destination.items() if key != NETWORK_TRANSPORT})
             with contained("reading a client's session id"):
                 session_id = client_transports.session_id_of(write_stream)
