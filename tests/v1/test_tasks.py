@@ -298,3 +298,47 @@ async def test_a_duplicate_cancel_is_refused_and_counts_no_second_ghost(captured
     assert [("tool.handler_outcome" in span.attributes, len(span.links)) for span in cancels] == [(False, 1)] * 2
     (ghosts,) = captured.points("mcp.server.ghost_responses")
     assert ghosts.value == 1 and len(plugin_log()) == 1
+
+
+async def test_the_shipped_panels_and_alerts_count_each_task_once_on_a_real_prometheus(tmp_path) -> None:
+    """A task's creation point has no outcome: the dashboard and the failed-ratio alert count the task once,
+    by its terminal status. Our metrics, exported by the SDK's Prometheus exporter, scraped by Prometheus."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from tests.conftest import instrumentation
+    from tests.prometheus_server import Prometheus
+    from tests.subprocess_servers import free_port
+    from tests.test_pipelines import ALERTS, alert_queries, dashboard_queries, values
+
+    registry, port = CollectorRegistry(), free_port()
+    reader = PrometheusMetricReader(registry=registry)
+    httpd, _ = start_http_server(port, addr="127.0.0.1", registry=registry)
+    prometheus = Prometheus(tmp_path, port, ALERTS)
+    (per_tool,) = dashboard_queries()["Calls by tool and outcome (since the server started)"]
+    everything = 'sum by (gen_ai_tool_name, tool_outcome, mcp_task_status) (mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call"})'  # noqa: E501
+    try:
+        with instrumentation(meter_provider=MeterProvider(metric_readers=[reader])):
+            app = TaskApp()
+            app.release.set()
+            async with raw_session(app.server) as peer:
+                for round_ in (1, 2):  # twice, so rates have an increase to measure
+                    for n, tool in enumerate(("commit", "crash")):
+                        task_id = await create(peer, tool, request_id=f"{round_}-{n}")
+                        await peer.call(f"{round_}-{n}-result", "tasks/result", {"taskId": task_id})
+                    await until(lambda: sum(values(prometheus.query(per_tool), "gen_ai_tool_name").values())
+                                == 2 * round_, seconds=30)
+        assert values(prometheus.query(everything), "gen_ai_tool_name", "tool_outcome", "mcp_task_status") == {
+            ("commit", "", "working"): 2, ("crash", "", "working"): 2,
+            ("commit", "ok", "completed"): 2, ("crash", "failed", "failed"): 2}
+        assert values(prometheus.query(per_tool), "gen_ai_tool_name", "tool_outcome") == {
+            ("commit", "ok"): 2, ("crash", "failed"): 2}
+        await until(lambda: prometheus.query(alert_queries()["McpToolFailedRatioHigh"]) != {}, seconds=30)
+        assert values(prometheus.query(alert_queries()["McpToolFailedRatioHigh"]), "gen_ai_tool_name") == {
+            ("crash",): 1.0}  # its creations are not calls that did not fail
+        for quantile in dashboard_queries()["tools/call duration by outcome, p50 and p95 (seconds)"]:
+            assert set(values(prometheus.query(quantile), "tool_outcome")) == {("ok",), ("failed",)}
+    finally:
+        prometheus.stop()
+        httpd.shutdown()
