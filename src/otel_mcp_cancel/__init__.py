@@ -136,10 +136,13 @@ def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
     makers: list[tuple[str, Callable[[Any], Any]]] = [(SERVER, lambda telemetry: FastMCPServerHooks(telemetry, major))]
     if major >= 3:
         makers.append((CLIENT, FastMCPClientHooks))
-    if major >= 4 and _importable("fastmcp_tasks"):  # the 2026-07-28 tasks extension
+    # Task engines, both on Docket: FastMCP 4's extension package (the 2026-07-28 tasks extension), and
+    # FastMCP 2.x's own `task=True` with its optional Docket.
+    engine = "fastmcp_tasks" if major >= 4 else "fastmcp" if major == 2 else None
+    if engine is not None and _importable(engine if major >= 4 else "docket"):
         from otel_mcp_cancel.hooks.tasks_fastmcp import FastMCPTaskHooks
 
-        makers.append((SERVER, FastMCPTaskHooks))
+        makers.append((SERVER, lambda telemetry: FastMCPTaskHooks(telemetry, engine)))
     return makers
 
 

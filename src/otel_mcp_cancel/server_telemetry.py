@@ -69,8 +69,8 @@ class ServerTelemetry(RequestTelemetry):
         self._instruments = instruments
         self._retries = retries
         self.sessions = SessionTelemetry(instruments.server_session_duration)
-        # Frameworks' own registries, for a cancelled call whose tool never ran: (low-level server, name) -> registered.
-        self.registries: list[Callable[[Any, str], bool]] = []
+        # Frameworks' own registries, for a call whose tool never ran: (low-level server, name) -> its tool or None.
+        self.registries: list[Callable[[Any, str], Any]] = []
         self.tasks = TaskTelemetry(tracer, self, options.cancelled_is_error, ghosts=self)
 
     def parent(self, params: Any) -> Context | None:
@@ -109,10 +109,14 @@ class ServerTelemetry(RequestTelemetry):
             # A framework's registry speaks for a call cancelled before the framework ran its tool, and for one
             # it handed to a task engine; a call that got as far as failing was told by the framework itself
             # whether it knew the name.
-            unrun = record.cancelled or record.task_id is not None
-            record.tool_registered = tool_registry.is_registered(record.server, tool) or (
-                unrun and any(registered(record.server, tool) for registered in self.registries)
-            )
+            record.tool_registered = tool_registry.is_registered(record.server, tool)
+            if not record.tool_registered and (record.cancelled or record.task_id is not None):
+                for registry in self.registries:
+                    found = registry(record.server, tool)
+                    if found is not None:  # its annotations give a ghost (of its task) its risk
+                        record.tool_registered = True
+                        record.registered_annotations = getattr(found, "annotations", None)
+                        break
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
         with contained("telling a session about its request"):

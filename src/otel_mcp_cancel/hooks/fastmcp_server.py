@@ -37,20 +37,20 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
         super().__init__(telemetry)
         self._major = major
         if telemetry is not None:
-            telemetry.registries.append(self.registers)
+            telemetry.registries.append(self.registered_tool)
 
-    def registers(self, lowlevel_server: Any, name: str) -> bool:
-        """Whether the FastMCP behind a low-level server has a local tool of that name: read from its own
-        dicts, for a call cancelled before FastMCP ran (or even found) its tool. Tools of mounted servers
-        are known once they ran or were listed."""
+    def registered_tool(self, lowlevel_server: Any, name: str) -> Any:
+        """The local tool of that name of the FastMCP behind a low-level server, or None: read from its own
+        dicts, for a call cancelled before FastMCP ran (or even found) its tool, or handed to its task
+        engine. Tools of mounted servers are known once they ran or were listed."""
         reference = getattr(lowlevel_server, "_fastmcp_ref", None)
         server = reference() if callable(reference) else None
         if server is None:
-            return False
+            return None
         if self._major == 2:
-            return name in server._tool_manager._tools
+            return server._tool_manager._tools.get(name)
         components = list(server._local_provider._components.items())  # keyed "tool:<name>@<version>"
-        return any(key.startswith("tool:") and component.name == name for key, component in components)
+        return next((tool for key, tool in components if key.startswith("tool:") and tool.name == name), None)
 
     def hooks(self) -> list[Hook]:
         # FastMCP imports the SDK's `stdio_server` by name: each binding is wrapped, for network.transport.

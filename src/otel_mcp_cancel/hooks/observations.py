@@ -67,10 +67,18 @@ def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) ->
     return args[index] if len(args) > index else kwargs[name]
 
 
+DRAFT_TASK_META = "modelcontextprotocol.io/task"
+
+
 def created_task(result: object) -> tuple[str, object] | None:
     """The id and status of the task a `CreateTaskResult` created, or None for any other result: nested
-    (`{task: {...}}`, spec 2025-11-25) or flat with `resultType: "task"` (the 2026-07-28 tasks extension)."""
-    task = result if message_field(result, "resultType") == "task" else message_field(result, "task")
+    (`{task: {...}}`, spec 2025-11-25), flat with `resultType: "task"` (the 2026-07-28 tasks extension), or
+    a stub result naming it in `_meta` (FastMCP 2.x, a draft of 2025-11-25)."""
+    if message_field(result, "resultType") == "task":
+        task = result
+    else:
+        meta = message_field(result, "_meta") if isinstance(result, Mapping) else message_field(result, "meta")
+        task = message_field(result, "task") or (meta.get(DRAFT_TASK_META) if isinstance(meta, Mapping) else None)
     task_id = message_field(task, "taskId") if task is not None else None
     return (bounded(task_id), message_field(task, "status")) if isinstance(task_id, str) else None
 

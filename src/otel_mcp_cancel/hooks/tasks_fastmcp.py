@@ -1,19 +1,22 @@
-"""Hooks into `fastmcp-tasks` (FastMCP 4's engine for the 2026-07-28 tasks extension, run by Docket).
+"""Hooks into FastMCP's task engines, both run by Docket: `fastmcp-tasks` (FastMCP 4, the 2026-07-28 tasks
+extension) and FastMCP 2.x's own `task=True` (a draft of spec 2025-11-25).
 
 Where such a task lives:
-- The `tools/call` interceptor's `create_task` enqueues the tool on Docket with
-  `add_component_to_docket(..., task_key=...)`; the key embeds the task's id.
-- A Docket worker runs each leg of the task; the tool's body ends there. A raised tool error
-  becomes a completed `isError` result (`input_loop._error_result`); a leg that asks the caller
-  for input parks the task (`input_loop.store_outstanding`) and completes its execution.
+- Creating it, the engine enqueues the tool on Docket with `Docket.add(..., key=...)`; the key embeds
+  the task's id (fastmcp-tasks: from `add_component_to_docket`, which also has the registered tool).
+- A Docket worker runs the tool's body (each leg of it, on fastmcp-tasks). There a raised tool error
+  becomes a completed `isError` result (`input_loop._error_result`), and a leg that asks the caller
+  for input parks the task (`input_loop.store_outstanding`) and completes its execution. FastMCP 2.x
+  lets a raised error fail the execution.
 - Docket stores each execution's end: `Execution.mark_as_completed`, `mark_as_failed`,
   `mark_as_cancelled` (after its cancel interrupted the work). These are where the work ended and
   the task's status was decided, whether or not anyone polls.
-- `tasks/cancel` is a best-effort acknowledgement, seen on the wire by the request hooks.
+- `tasks/cancel` is seen on the wire, by the request hooks.
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -39,34 +42,49 @@ _ENDS = {
 CAPACITY = 10_000
 
 
+TASKS_EXTENSION = "fastmcp_tasks"  # the package of FastMCP 4's engine; FastMCP 2.x's is its own
+
+
 class FastMCPTaskHooks(HookSet):
     _telemetry: ServerTelemetry
 
-    def __init__(self, telemetry: ServerTelemetry) -> None:
+    def __init__(self, telemetry: ServerTelemetry, engine: str) -> None:
         super().__init__(telemetry)
+        self._engine = engine
         self._lock = threading.Lock()
         self._leg_ends: OrderedDict[str, str] = OrderedDict()  # task id -> TOOL_ERROR or PARKED
 
     def hooks(self) -> list[Hook]:
-        return [
-            Hook("fastmcp_tasks.creation", "add_component_to_docket", self._enqueue),
-            Hook("fastmcp_tasks.input_loop", "_error_result", self._tool_error),
-            Hook("fastmcp_tasks.input_loop", "store_outstanding", self._parked),
+        hooks = [
+            Hook("docket.docket", "Docket.add", self._enqueue),
             *(Hook("docket.execution", f"Execution.{name}", self._marked) for name in _ENDS),
         ]
+        if self._engine == TASKS_EXTENSION:
+            hooks += [
+                Hook("fastmcp_tasks.creation", "add_component_to_docket", self._enqueue_component),
+                Hook("fastmcp_tasks.input_loop", "_error_result", self._tool_error),
+                Hook("fastmcp_tasks.input_loop", "store_outstanding", self._parked),
+            ]
+        return hooks
 
-    async def _enqueue(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """The task begins before its work can: a fast worker may finish it before the creation is answered.
-        The component is the registered tool FastMCP runs, with its annotations: a ghost's risk."""
+    def _enqueue(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """The task begins before its work can: a fast worker may finish it before the creation is answered."""
         record = current_record.get()
         if self.active and record is not None and record.method == TOOLS_CALL:
             with contained("following a task's creation"):
+                task_id = self._task_id(args[2] if len(args) > 2 else kwargs.get("key"))
+                if task_id is not None:
+                    self._telemetry.tasks.begin(record, task_id, work_watched=True)
+        return wrapped(*args, **kwargs)
+
+    async def _enqueue_component(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """fastmcp-tasks: the component is the registered tool FastMCP runs, with its annotations (a ghost's risk)."""
+        record = current_record.get()
+        if self.active and record is not None and record.method == TOOLS_CALL:
+            with contained("reading a task's tool"):
                 component = arg(args, kwargs, 0, "component")
                 record.tool_registered = True
                 record.registered_annotations = getattr(component, "annotations", None)
-                task_id = _task_id(kwargs.get("task_key"))
-                if task_id is not None:
-                    self._telemetry.tasks.begin(record, task_id, work_watched=True)
         return await wrapped(*args, **kwargs)
 
     def _tool_error(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -86,7 +104,7 @@ class FastMCPTaskHooks(HookSet):
         marked = await wrapped(*args, **kwargs)
         if self.active:
             with contained("following a task's end"):
-                task_id = _task_id(instance.key)
+                task_id = self._task_id(instance.key)
                 if task_id is not None:
                     self._ended(task_id, wrapped.__name__)
         return marked
@@ -120,13 +138,14 @@ class FastMCPTaskHooks(HookSet):
                 self._leg_ends.popitem(last=False)
 
 
-def _task_id(task_key: object) -> str | None:
-    """The task id a fastmcp-tasks Docket key embeds; None for any other key (Docket runs other work too)."""
-    if not isinstance(task_key, str):
-        return None
-    from fastmcp_tasks.keys import parse_task_key
-
-    try:
-        return parse_task_key(task_key)["client_task_id"]
-    except (ValueError, KeyError):
-        return None
+    def _task_id(self, task_key: object) -> str | None:
+        """The task id the engine's Docket key embeds; None for any other key (Docket runs other work too)."""
+        if not isinstance(task_key, str):
+            return None
+        keys = importlib.import_module(
+            "fastmcp_tasks.keys" if self._engine == TASKS_EXTENSION else "fastmcp.server.tasks.keys"
+        )
+        try:
+            return keys.parse_task_key(task_key)["client_task_id"]
+        except (ValueError, KeyError):
+            return None
