@@ -47,3 +47,9 @@ def outcome_points(
     for point in points:
         counts[tuple((key, point.attributes[key]) for key in keys if key in point.attributes)] += point.count
     return dict(counts)
+
+
+async def settled(captured: Captured, outcome: str, status: str, metric: str = "mcp.server.operation.duration") -> None:
+    """Until a side has recorded a task's outcome (its metric point), whether or not the caller was told."""
+    wanted = {("tool.outcome", outcome), ("mcp.task.status", status)}
+    await until(lambda: any(wanted <= set(key) for key in outcome_points(captured, metric)))

@@ -36,6 +36,7 @@ from tests.task_spans import (  # noqa: E402
     STATUS_EVENT,
     events,
     outcome_points,
+    settled,
     spans_named,
     task_ended,
     task_spans,
@@ -83,14 +84,11 @@ async def call_tool_task(client: Client, tool: str, arguments: dict[str, Any]) -
     return await client.call_tool(tool, arguments, task=True)
 
 
-async def fetch_result(task: Any) -> None:
-    """Fetch a finished task's result as the engine's client does: inline in `tasks/get` on the extension,
-    `tasks/result` on FastMCP 2.x."""
-    if ON_TASKS_EXTENSION:
-        polled = await task.status()
-        assert polled.status == "completed" and polled.result is not None
-    else:
-        await task.result()
+async def told(task: Any, status: str) -> None:
+    """The caller asks, and is told its task finished (the extension inlines the result)."""
+    polled = await task.status()
+    assert polled.status == status
+    assert getattr(polled, "result", None) is not None or not ON_TASKS_EXTENSION or status != "completed"
 
 
 def one(captured: Captured, name: str, kind: SpanKind) -> Any:
@@ -98,13 +96,14 @@ def one(captured: Captured, name: str, kind: SpanKind) -> Any:
     return span
 
 
-async def test_a_task_nobody_polls_is_settled_by_its_engine_in_one_trace_with_its_creation(captured) -> None:
+async def test_a_task_is_settled_by_its_engine_before_anyone_asks_in_one_trace_with_its_creation(captured) -> None:
     app = TaskServer()
     async with Client(app.server) as client:
         task = await call_tool_task(client, "commit", {"path": "a.md"})
         app.release.set()
+        await settled(captured, "ok", "completed")  # by the engine, before anyone asked
+        await told(task, "completed")
         span = await task_ended(captured, "commit")
-        assert (await task.status()).status == "completed"
 
     creation = one(captured, "tools/call commit", SpanKind.SERVER)
     assert creation.attributes["mcp.task.id"] == task.task_id
@@ -140,8 +139,10 @@ async def test_a_task_nobody_polls_is_settled_by_its_engine_in_one_trace_with_it
 async def test_a_task_whose_tool_raised_is_failed(captured) -> None:
     app = TaskServer()
     async with Client(app.server) as client:
-        await call_tool_task(client, "crash", {"path": "a.md"})
+        task = await call_tool_task(client, "crash", {"path": "a.md"})
         app.release.set()
+        await settled(captured, "failed", RAISED[0])
+        await told(task, RAISED[0])
         span = await task_ended(captured, "crash")
     status, description = RAISED
     assert {key: span.attributes.get(key) for key in ("tool.outcome", "error.type", "mcp.task.status")} == {
@@ -172,11 +173,11 @@ async def test_a_cancel_after_the_task_finished_unpolled_is_a_ghost(captured, pl
     async with Client(app.server) as client:
         task = await call_tool_task(client, "commit", {"path": "a.md"})
         app.release.set()
-        span = await task_ended(captured, "commit")
+        await settled(captured, "ok", "completed")  # the server knows; the caller was not told
         await task.cancel()  # acknowledged: the caller believes it stopped the commit that happened
         # (fastmcp-tasks: an empty acknowledgement; FastMCP 2.x: "cancelled", for a task that completed)
         await until(lambda: spans_named(captured, "tasks/cancel") != [])
-    cancel = one(captured, "tasks/cancel", SpanKind.SERVER)
+    cancel, span = one(captured, "tasks/cancel", SpanKind.SERVER), await task_ended(captured, "commit")
     assert span.attributes["tool.outcome"] == "ok" and app.side_effects == ["a.md"]
     assert {key: cancel.attributes.get(key) for key in ("mcp.task.id", "tool.handler_outcome", "tool.ghost_risk")} == {
         "mcp.task.id": task.task_id, "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
@@ -196,8 +197,8 @@ async def test_a_cancel_after_the_result_was_polled_is_no_ghost(captured, plugin
     async with Client(app.server) as client:
         task = await call_tool_task(client, "commit", {"path": "a.md"})
         app.release.set()
-        await task_ended(captured, "commit")
-        await fetch_result(task)
+        await settled(captured, "ok", "completed")
+        await told(task, "completed")
         await task.cancel()
         await until(lambda: spans_named(captured, "tasks/cancel") != [])
     assert "tool.handler_outcome" not in one(captured, "tasks/cancel", SpanKind.SERVER).attributes
@@ -253,7 +254,7 @@ async def test_a_caller_that_leaves_before_the_task_ends_gave_up(captured) -> No
 async def test_only_the_leaving_sessions_tasks_gave_up_and_the_server_runs_them_on(captured) -> None:
     app = TaskServer()
     async with Client(app.server) as keeper:  # its session keeps the server, and Docket's worker, running
-        await call_tool_task(keeper, "crash", {"path": "b.md"})
+        crash = await call_tool_task(keeper, "crash", {"path": "b.md"})
         async with Client(app.server) as client:
             await call_tool_task(client, "commit", {"path": "a.md"})
             await app.started.wait()
@@ -261,8 +262,9 @@ async def test_only_the_leaving_sessions_tasks_gave_up_and_the_server_runs_them_
         assert task_spans(captured, "crash", SpanKind.CLIENT) == []  # another session's task is its own
         app.release.set()  # the server's tasks run on: nobody cancelled them
         assert (await task_ended(captured, "commit")).attributes["tool.outcome"] == "ok"
-        await task_ended(captured, "crash")
+        await settled(captured, "failed", RAISED[0])
     viewed_crash = await task_ended(captured, "crash", SpanKind.CLIENT)  # never polled: gave up too
+    assert crash.task_id == viewed_crash.attributes["mcp.task.id"]
     for span in (viewed, viewed_crash):
         assert {key: span.attributes.get(key) for key in ("tool.outcome", "mcp.cancel.reason", "mcp.task.status")} == {
             "tool.outcome": "cancelled", "mcp.cancel.reason": "caller", "mcp.task.status": None}

@@ -6,7 +6,7 @@ import pytest
 
 from otel_mcp_cancel.conventions import TOOL_ERROR_DESCRIPTION as TOOL_ERROR
 from otel_mcp_cancel.conventions import UNANSWERED_DESCRIPTION as UNANSWERED
-from otel_mcp_cancel.outcome import Answer, HandlerEnd, Verdict, classify, classify_task, late_cancel_ghost, task_status
+from otel_mcp_cancel.outcome import Answer, HandlerEnd, Verdict, classify, classify_task, task_status, undelivered_ghost
 
 
 @pytest.mark.parametrize(
@@ -122,5 +122,5 @@ def test_a_caller_that_left_before_any_terminal_status_gave_up() -> None:
         (None, None, False, None),
     ],
 )
-def test_a_cancel_after_a_task_finished_unfetched_is_a_ghost(status, work, fetched, ghost) -> None:
-    assert late_cancel_ghost(status, work, fetched) == ghost
+def test_a_finished_task_whose_result_never_reaches_its_caller_is_a_ghost(status, work, fetched, ghost) -> None:
+    assert undelivered_ghost(status, work, fetched) == ghost

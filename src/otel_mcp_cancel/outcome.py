@@ -196,10 +196,11 @@ def classify_task(
     return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=TASK_UNSETTLED_DESCRIPTION)
 
 
-def late_cancel_ghost(status: str | None, work: HandlerEnd | None, result_fetched: bool) -> str | None:
-    """A `tasks/cancel` that came after its task had finished: the handler outcome of the work the caller now
-    believes it stopped (a ghost), or None. A caller that already fetched the result knows better."""
-    if status not in (TASK_COMPLETED, TASK_FAILED) or result_fetched:
+def undelivered_ghost(status: str | None, work: HandlerEnd | None, outcome_seen: bool) -> str | None:
+    """A finished task whose caller will never learn how it ended, believing nothing happened: a `tasks/cancel`
+    that came after it finished, or its caller's session ended first. Returns the handler outcome of the
+    work that happened (a ghost), or None. A caller that was told the task finished knows better."""
+    if status not in (TASK_COMPLETED, TASK_FAILED) or outcome_seen:
         return None
     if work is not None:
         return work.handler_outcome if work.completed else None

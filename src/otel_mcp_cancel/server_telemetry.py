@@ -68,10 +68,10 @@ class ServerTelemetry(RequestTelemetry):
         super().__init__(tracer, instruments.server_operation_duration, current_record, options)
         self._instruments = instruments
         self._retries = retries
-        self.sessions = SessionTelemetry(instruments.server_session_duration)
         # Frameworks' own registries, for a call whose tool never ran: (low-level server, name) -> its tool or None.
         self.registries: list[Callable[[Any, str], Any]] = []
         self.tasks = TaskTelemetry(tracer, self, options.cancelled_is_error, ghosts=self)
+        self.sessions = SessionTelemetry(instruments.server_session_duration, on_close=self.tasks.session_ended)
 
     def parent(self, params: Any) -> Context | None:
         return parent_context(params)
@@ -162,7 +162,9 @@ class ServerTelemetry(RequestTelemetry):
             annotations = tool_registry.listed_annotations(record.server, tool)
         return ghost_risk(record.method, annotations)
 
-    def report_ghost(self, record: RequestRecord, handler_outcome: str, risk: str, span: Span) -> None:
+    def report_ghost(
+        self, record: RequestRecord, handler_outcome: str, risk: str, span: Span, why: str = "the caller cancelled"
+    ) -> None:
         """Count a ghost of `record`'s call, log it in the context of `span` (where it is marked) and remember
         it there for retries."""
         tool = _tool(record)
@@ -177,8 +179,8 @@ class ServerTelemetry(RequestTelemetry):
         # Logged in the ghost span's context: an OTLP log record carries its trace and span ids.
         with trace.use_span(span, record_exception=False, set_status_on_exception=False):
             logger.warning(
-                "%s: %s answer of %s%s (request id %r%s, ghost risk %s) was suppressed because the caller "
-                "cancelled; its side effects happened",
+                "%s: %s answer of %s%s (request id %r%s, ghost risk %s) was suppressed because %s; "
+                "its side effects happened",
                 GHOST_LOG_PREFIX,
                 handler_outcome,
                 record.method,
@@ -186,6 +188,7 @@ class ServerTelemetry(RequestTelemetry):
                 record.request_id,
                 f", task {record.task_id}" if record.task_id is not None else "",
                 risk,
+                why,
                 extra=facts,  # the facts as log attributes, besides the message
             )
         LEDGER.record(tool, risk)

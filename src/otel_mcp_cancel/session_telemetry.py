@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,8 +82,9 @@ def session_attributes(record: SessionRecord, error: BaseException | None) -> di
 class SessionTelemetry:
     """One side's sessions: `mcp.server.session.duration` or `mcp.client.session.duration`."""
 
-    def __init__(self, duration: Histogram) -> None:
+    def __init__(self, duration: Histogram, on_close: Callable[[SessionRecord], None] | None = None) -> None:
         self._duration = duration
+        self._on_close = on_close  # told of each session that ends, after it is measured
         # A request finds its session by the stream it was read from (mcp 2.x runs handlers in the sender's
         # context, not the serving loop's). By the stream's id: streams are not weak-referenceable, and a
         # session's entry leaves when it ends, so a live entry's id is always its own stream's.
@@ -106,6 +107,9 @@ class SessionTelemetry:
         with contained("measuring a session"):
             ended_by = error if isinstance(error, Exception) else None
             self._duration.record(time.perf_counter() - record.started, session_attributes(record, ended_by))
+        if self._on_close is not None:
+            with contained("ending a session's tasks"):
+                self._on_close(record)
 
     @contextmanager
     def session(self, read_stream: Any) -> Iterator[None]:

@@ -44,6 +44,7 @@ from otel_mcp_cancel.conventions import (
     MCP_TASK_STATUS_MESSAGE,
     TASK_CANCELLED,
     TASK_COMPLETED,
+    TASK_FAILED,
     TASKS_CANCEL,
     TASKS_GET,
     TASKS_RESULT,
@@ -51,7 +52,7 @@ from otel_mcp_cancel.conventions import (
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.outcome import AnswerKind, HandlerEnd, Verdict, classify_task, late_cancel_ghost, task_status
+from otel_mcp_cancel.outcome import AnswerKind, HandlerEnd, Verdict, classify_task, task_status, undelivered_ghost
 from otel_mcp_cancel.request_state import RequestRecord, metric_fields
 
 if TYPE_CHECKING:
@@ -69,11 +70,14 @@ class TaskRecord:
     creation: RequestRecord  # the tools/call that created it: its tool, session and arguments, its metric fields
     span: Span
     work_watched: bool  # an engine's hook reports how the work ends
+    bound_to_session: bool  # the engine serves its result only to the session that created it
     work: HandlerEnd | None = None
     status: str | None = None  # the terminal status, once reached
     is_tool_error: bool = False
-    result_fetched: bool = False
+    outcome_seen: bool = False  # its caller was told how it ended: its result, or a terminal status polled
     gave_up: bool = False  # a client's session ended before it learned how the task ended
+    session_over: bool = False  # the creating session ended: a result it did not fetch is out of reach
+    ghosted: bool = False  # a late cancel already counted its work as a ghost
     verdict: Verdict | None = None
 
     @property
@@ -95,7 +99,9 @@ class TaskTelemetry:
         self._lock = threading.Lock()
         self._tasks: OrderedDict[str, TaskRecord] = OrderedDict()
 
-    def begin(self, creation: RequestRecord, task_id: str, *, work_watched: bool) -> TaskRecord:
+    def begin(
+        self, creation: RequestRecord, task_id: str, *, work_watched: bool, bound_to_session: bool = False
+    ) -> TaskRecord:
         """The task `creation` created: start its span (once), a child of the creating span."""
         with self._lock:
             task = self._tasks.get(task_id)
@@ -111,7 +117,7 @@ class TaskTelemetry:
             kind=SpanKind.INTERNAL,
             attributes=attributes,
         )
-        task = TaskRecord(task_id, creation, span, work_watched)
+        task = TaskRecord(task_id, creation, span, work_watched, bound_to_session)
         with self._lock:
             self._tasks[task_id] = task
             evicted = self._tasks.popitem(last=False)[1] if len(self._tasks) > CAPACITY else None
@@ -136,7 +142,7 @@ class TaskTelemetry:
             return
         task.work = end
         if task.settled:
-            self._end(task)
+            self._maybe_end(task)
         elif end is HandlerEnd.INTERRUPTED:
             self._settle(task)  # nothing will store a terminal status for work that was stopped
 
@@ -170,10 +176,10 @@ class TaskTelemetry:
         answered = record.answer is not None and record.answer.kind is AnswerKind.RESULT
         if record.method == TASKS_CANCEL:
             self._cancel_answered(task, record, accepted=answered)
-        elif record.method == TASKS_RESULT and answered:
-            task.result_fetched = True
-            if not task.work_watched:  # 2025-11-25: the payload is what the call would have answered
+        elif record.method == TASKS_RESULT and record.answer is not None:
+            if answered and not task.work_watched:  # 2025-11-25: the payload is what the call would have answered
                 self.reached(task.task_id, TASK_COMPLETED, is_tool_error=is_tool_error(record.result))
+            self._seen(task)  # its result, or its failure
         elif record.method == TASKS_GET and answered:
             self._polled(task, record.result)
 
@@ -188,28 +194,37 @@ class TaskTelemetry:
             self._settle(task)
 
     def _polled(self, task: TaskRecord, polled: object) -> None:
-        """A `tasks/get` answer: the task's status (when no engine hook tells better), and (2026-07-28
-        extension) its result inline: then the caller has its answer."""
-        inline = message_field(polled, "result")
+        """A `tasks/get` answer: the task's status (when no engine hook tells better). A caller told that its
+        task finished (completed or failed; on the 2026-07-28 extension with the result inline) knows the
+        work happened."""
+        status = message_field(polled, "status")
         if not task.work_watched:
+            inline = message_field(polled, "result")
             self.reached(
                 task.task_id,
-                message_field(polled, "status"),
+                status,
                 is_tool_error=inline is not None and message_field(inline, "isError") is True,
                 message=message_field(polled, "statusMessage"),
             )
-        if inline is not None or message_field(polled, "error") is not None:
-            task.result_fetched = True
+        if status in (TASK_COMPLETED, TASK_FAILED):
+            self._seen(task)
+
+    def _seen(self, task: TaskRecord) -> None:
+        task.outcome_seen = True
+        self._maybe_end(task)
 
     def _cancel_answered(self, task: TaskRecord, record: RequestRecord, *, accepted: bool) -> None:
         if task.settled:
             # The caller believes it stopped work that had already happened (2025-11-25 rejects it; the
             # 2026-07-28 extension acknowledges it).
-            handler_outcome = late_cancel_ghost(task.status, task.work, task.result_fetched)
+            handler_outcome = undelivered_ghost(task.status, task.work, task.outcome_seen or task.ghosted)
             if handler_outcome is not None and self._ghosts is not None:
+                task.ghosted = True
                 risk = self._ghosts.mark_ghost(task.creation, record.span, handler_outcome)
                 with contained("reporting a task's ghost"):
-                    self._ghosts.report_ghost(task.creation, handler_outcome, risk, record.span)
+                    self._ghosts.report_ghost(task.creation, handler_outcome, risk, record.span,
+                                              "the caller cancelled after the task had finished")
+                self._maybe_end(task)
         elif accepted:
             self.reached(task.task_id, TASK_CANCELLED)
 
@@ -229,16 +244,33 @@ class TaskTelemetry:
         with contained("measuring a task"), trace.use_span(span, record_exception=False, set_status_on_exception=False):
             attributes = metric_attributes(*metric_fields(creation), tuple(outcome.items()))
             self._side.record_duration(time.perf_counter() - creation.started, attributes)
-        if not task.work_watched or task.work is not None:
-            self._end(task)
+        self._maybe_end(task)
 
-    def _end(self, task: TaskRecord) -> None:
-        """End the task's span, once its verdict and its work are known; work done after a cancel is a ghost."""
-        if not task.span.is_recording():
+    def session_ended(self, session: object) -> None:
+        """A server session ended: the results its tasks had not delivered are out of its caller's reach."""
+        with self._lock:
+            bound = [task for task in self._tasks.values() if task.bound_to_session and task.creation.in_session
+                     is session]
+        for task in bound:
+            task.session_over = True
+            self._maybe_end(task)
+
+    def _maybe_end(self, task: TaskRecord) -> None:
+        """End the task's span once its verdict and its work are known, and, where the engine serves its
+        result only to its own session, once the result was fetched or can no longer be."""
+        if not task.settled or (task.work_watched and task.work is None) or not task.span.is_recording():
             return
+        delivered = task.outcome_seen or task.ghosted or task.session_over
+        if task.bound_to_session and not delivered and undelivered_ghost(task.status, task.work, False):
+            return  # its caller may still fetch it
         verdict = classify_task(task.status, task.work, task.is_tool_error)
-        if verdict.ghost_handler_outcome is not None and self._ghosts is not None:
-            risk = self._ghosts.mark_ghost(task.creation, task.span, verdict.ghost_handler_outcome)
+        # Work done after its cancel, or a result its caller left without: the caller believes nothing happened.
+        ghost, why = verdict.ghost_handler_outcome, "the caller cancelled"
+        if ghost is None and task.session_over:
+            ghost = undelivered_ghost(task.status, task.work, task.outcome_seen or task.ghosted)
+            why = "the caller's session ended before it was told the task ended"
+        if ghost is not None and self._ghosts is not None:
+            risk = self._ghosts.mark_ghost(task.creation, task.span, ghost)
             with contained("reporting a task's ghost"):
-                self._ghosts.report_ghost(task.creation, verdict.ghost_handler_outcome, risk, task.span)
+                self._ghosts.report_ghost(task.creation, ghost, risk, task.span, why)
         task.span.end()

@@ -24,7 +24,16 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 from tests.conftest import Captured  # noqa: E402
 from tests.raw_peer import RawPeer, is_error, raw_session  # noqa: E402
 from tests.support import until  # noqa: E402
-from tests.task_spans import GHOST_EVENT, STATUS_EVENT, events, outcome_points, spans_named, task_ended  # noqa: E402
+from tests.task_spans import (  # noqa: E402
+    GHOST_EVENT,
+    STATUS_EVENT,
+    events,
+    outcome_points,
+    settled,
+    spans_named,
+    task_ended,
+    task_spans,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -89,7 +98,7 @@ async def test_a_completed_task_is_ok_when_it_completes_in_one_trace_with_its_cr
         assert polled.result["status"] == "working"
         app.release.set()
         payload = await peer.call(3, "tasks/result", {"taskId": task_id})
-        assert payload.result["content"] == [{"type": "text", "text": "commit"}]
+        assert [block["text"] for block in payload.result["content"]] == ["commit"]
         await task_ended(captured, "commit")
 
     creation, task = span_named(captured, "tools/call commit"), await task_ended(captured, "commit")
@@ -228,7 +237,7 @@ async def test_a_cancel_after_the_task_finished_unfetched_is_a_ghost_on_the_canc
     async with raw_session(app.server) as peer:
         task_id = await create(peer, "commit")
         app.release.set()
-        await task_ended(captured, "commit")
+        await settled(captured, "ok", "completed")  # the server knows; the caller was not told
         refused = await peer.call(2, "tasks/cancel", {"taskId": task_id})
         assert is_error(refused, -32602)  # 2025-11-25: a terminal task cannot be cancelled
     task, cancel = await task_ended(captured, "commit"), captured.server_span("tasks/cancel")
@@ -239,6 +248,37 @@ async def test_a_cancel_after_the_task_finished_unfetched_is_a_ghost_on_the_canc
     assert [link.context.span_id for link in cancel.links] == [task.context.span_id]
     (ghosts,) = captured.points("mcp.server.ghost_responses")
     assert ghosts.value == 1 and len(plugin_log()) == 1
+
+
+async def test_a_finished_task_whose_session_ended_before_it_was_told_is_a_ghost(captured, plugin_log) -> None:
+    app = TaskApp()
+    async with raw_session(app.server) as peer:
+        task_id = await create(peer, "commit")
+        app.release.set()
+        await settled(captured, "ok", "completed")
+        assert task_spans(captured, "commit", SpanKind.SERVER) == []  # the caller may still ask for its result
+    # The session is gone, and 1.x serves a task only to the session that created it: nobody will ever know.
+    task = await task_ended(captured, "commit")
+    assert {key: task.attributes.get(key) for key in ("tool.outcome", "tool.handler_outcome", "tool.ghost_risk")} == {
+        "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+    assert [name for name, _ in events(task)] == [STATUS_EVENT, STATUS_EVENT, GHOST_EVENT]
+    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (line,) = plugin_log()
+    assert ghosts.value == 1 and task_id in line.getMessage() and "session ended" in line.getMessage()
+
+
+@pytest.mark.parametrize("told_by", ["tasks/get", "tasks/result"])
+async def test_a_caller_told_its_task_finished_is_no_ghost_when_its_session_ends(captured, plugin_log, told_by):
+    app = TaskApp()
+    async with raw_session(app.server) as peer:
+        task_id = await create(peer, "commit")
+        app.release.set()
+        await settled(captured, "ok", "completed")
+        told = await peer.call(2, told_by, {"taskId": task_id})
+        assert told.result.get("status", "completed") == "completed"
+        task = await task_ended(captured, "commit")  # it ends once the caller knows
+    assert "tool.handler_outcome" not in task.attributes
+    assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
 
 
 async def test_a_cancel_after_the_result_was_fetched_is_no_ghost(captured, plugin_log) -> None:

@@ -74,7 +74,9 @@ class FastMCPTaskHooks(HookSet):
             with contained("following a task's creation"):
                 task_id = self._task_id(args[2] if len(args) > 2 else kwargs.get("key"))
                 if task_id is not None:
-                    self._telemetry.tasks.begin(record, task_id, work_watched=True)
+                    # FastMCP 2.x keys a task by its session; the extension's survive their session
+                    bound = self._engine != TASKS_EXTENSION
+                    self._telemetry.tasks.begin(record, task_id, work_watched=True, bound_to_session=bound)
         return wrapped(*args, **kwargs)
 
     async def _enqueue_component(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -57,7 +57,7 @@ class TaskHooksV1(HookSet):
         with contained("following a task's creation"):
             task = created_task(created)
             if task is not None:
-                tasks.begin(record, task[0], work_watched=True)
+                tasks.begin(record, task[0], work_watched=True, bound_to_session=True)  # scoped to its session
         return created
 
     async def _stored(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
