@@ -1,15 +1,17 @@
 """A task-augmented tools/call (MCP tasks): the task's life as a span, its outcome when it reaches a terminal
-status, and its ghosts.
+status, and its ghosts; on the server, and as a client saw it.
 
 The `tools/call` that creates a task is answered at once with the task's handle; that answer is no tool
 outcome (its span and metric point carry `mcp.task.status`, not `tool.outcome`). The task gets a span of
-its own, a child of the creating span, from creation to its terminal status, which `outcome.classify_task`
-turns into `tool.outcome` on that span and on a point of the operation-duration histogram.
+its own, a child of the creating span, and `outcome.classify_task` turns its terminal status into
+`tool.outcome` on that span and on a point of the side's operation-duration histogram.
 
 Facts arrive from two sides and in any order: an engine's hooks (how the work ended, the terminal status
-it stored) and the wire, seen by the server's request hooks (the creation, `tasks/cancel`, `tasks/get`,
-`tasks/result`). A task is settled once, at its first terminal status; its span ends when the work it
-watches has ended too, so work that runs on after a cancel is seen finishing: a ghost.
+it stored) and the wire, seen by the request hooks (the creation, `tasks/cancel`, `tasks/get`,
+`tasks/result`). A task is settled once, at its first terminal status. Its span ends when the work an
+engine hook watches has ended too (work that runs on after a cancel is seen finishing: a ghost), and,
+where the engine serves a task only to its own session, once its caller was told how it ended or its
+session ended (a finished task nobody was told of: a ghost).
 """
 
 from __future__ import annotations
