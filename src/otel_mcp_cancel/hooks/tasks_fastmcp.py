@@ -31,6 +31,7 @@ from otel_mcp_cancel.outcome import HandlerEnd
 from otel_mcp_cancel.request_state import current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
+TASKS_EXTENSION = "fastmcp_tasks"  # the package of FastMCP 4's engine; FastMCP 2.x's is its own
 TOOL_ERROR, PARKED = "tool_error", "parked"
 _ENDS = {
     "mark_as_completed": (TASK_COMPLETED, HandlerEnd.RETURNED),
@@ -40,9 +41,6 @@ _ENDS = {
 # Legs whose body has ended but whose execution Docket has not marked yet; a worker that dies in between
 # leaves its note here, so the table is bounded.
 CAPACITY = 10_000
-
-
-TASKS_EXTENSION = "fastmcp_tasks"  # the package of FastMCP 4's engine; FastMCP 2.x's is its own
 
 
 class FastMCPTaskHooks(HookSet):
@@ -138,7 +136,6 @@ class FastMCPTaskHooks(HookSet):
             self._leg_ends[task_id] = leg_end
             if len(self._leg_ends) > CAPACITY:
                 self._leg_ends.popitem(last=False)
-
 
     def _task_id(self, task_key: object) -> str | None:
         """The task id the engine's Docket key embeds; None for any other key (Docket runs other work too)."""

@@ -57,7 +57,7 @@ class TaskHooksV1(HookSet):
         with contained("following a task's creation"):
             task = created_task(created)
             if task is not None:
-                tasks.begin(record, task[0], work_watched=True, bound_to_session=True)  # scoped to its session
+                tasks.begin(record, task[0], work_watched=True, bound_to_session=_session_scoped(instance, kwargs))
         return created
 
     async def _stored(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -74,3 +74,10 @@ class TaskHooksV1(HookSet):
                     message=message_field(task, "statusMessage"),
                 )
         return stored
+
+
+def _session_scoped(experimental: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether the engine serves this task only to the session that created it: an id it generated in a
+    session with a task scope (not a stateless request's fresh session, not an explicit id)."""
+    features = getattr(getattr(experimental, "_session", None), "_experimental", None)
+    return kwargs.get("task_id") is None and getattr(features, "task_session_scope", None) is not None
