@@ -88,8 +88,8 @@ def test_the_collector_config_names_only_real_components_and_defined_ones() -> N
 
 
 def test_every_kept_trace_is_chosen_before_sampling_and_every_span_measured_before_it() -> None:
-    """Tail sampling keeps each trace with a cancelled call, a ghost, a retry of a ghost or an error;
-    spanmetrics sees every span, sampled or not."""
+    """Tail sampling keeps each trace with a cancelled call, a ghost, a retry of a ghost, a task or an error,
+    and a kept trace's late spans (a task's); spanmetrics sees every span, sampled or not."""
     config = yaml.safe_load(COLLECTOR.read_text())
     kept = {
         policy["string_attribute"]["key"]: set(policy["string_attribute"]["values"])
@@ -100,7 +100,9 @@ def test_every_kept_trace_is_chosen_before_sampling_and_every_span_measured_befo
         conventions.TOOL_OUTCOME: {conventions.OUTCOME_CANCELLED},
         conventions.TOOL_HANDLER_OUTCOME: {conventions.OUTCOME_OK, conventions.OUTCOME_FAILED},
         conventions.TOOL_RETRIED_GHOST_RISK: set(conventions.GHOST_RISKS),
+        conventions.MCP_TASK_STATUS: {conventions.TASK_WORKING},  # what a task's creating span says
     }
+    assert config["processors"]["tail_sampling"]["decision_cache"]["sampled_cache_size"] > 0
     pipelines = config["service"]["pipelines"].values()
     (measuring,) = [p for p in pipelines if "spanmetrics" in p["exporters"]]
     (sampling,) = [p for p in pipelines if "tail_sampling" in p.get("processors", [])]
