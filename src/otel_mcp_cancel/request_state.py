@@ -13,6 +13,7 @@ import functools
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,10 @@ class RequestRecord:
     tool_registered: bool = False
     registered_annotations: Any = None  # the framework's own annotations object, read when a ghost needs its risk
     task_id: str | None = None  # the task it created (a tools/call) or names (tasks/*), cut to size
+    task_ttl: float | None = None  # seconds the task it created keeps its result, if its answer says
+    # Told of its answer as it is written, before the request is concluded (a `tasks/*` request's task
+    # learns its caller was told, ahead of whatever that caller sends next).
+    on_result: Callable[[RequestRecord], None] | None = None
 
     def note_handler(self, end: HandlerEnd) -> None:
         if self.handler is None:

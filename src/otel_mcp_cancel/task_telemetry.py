@@ -16,6 +16,8 @@ session ended (a finished task nobody was told of: a ghost).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -79,7 +81,10 @@ class TaskRecord:
     outcome_seen: bool = False  # its caller was told how it ended: its result, or a terminal status polled
     gave_up: bool = False  # a client's session ended before it learned how the task ended
     session_over: bool = False  # the creating session ended: a result it did not fetch is out of reach
+    expired: bool = False  # its result's time to live ran out before its caller was told
     ghosted: bool = False  # a late cancel already counted its work as a ghost
+    ttl: float | None = None  # seconds its result is kept, from its creating answer
+    expires_at: float | None = None  # when its result expires, once it finished unasked
     verdict: Verdict | None = None
 
     @property
@@ -100,6 +105,9 @@ class TaskTelemetry:
         self._cancelled_is_error = cancelled_is_error
         self._lock = threading.Lock()
         self._tasks: OrderedDict[str, TaskRecord] = OrderedDict()
+        # Finished tasks nobody was told of yet, by when their result expires (the server's side only).
+        self._expiring: list[tuple[float, int, TaskRecord]] = []
+        self._expiring_order = itertools.count()
 
     def begin(
         self, creation: RequestRecord, task_id: str, *, work_watched: bool, bound_to_session: bool = False
@@ -163,13 +171,18 @@ class TaskTelemetry:
             self._settle(task)
 
     def observe(self, record: RequestRecord, verdict: Verdict) -> None:
-        """What a concluded request tells of a task: the creation itself, or a `tasks/*` request naming one."""
+        """What a concluded request tells of a task: the creation itself, or a `tasks/*` request naming one.
+        Any request is also the moment to end the tasks whose results expired unasked."""
+        if self._expiring and self._expiring[0][0] <= time.monotonic():
+            self._expire_due()
         if record.task_id is None:
             return
         if record.method == TOOLS_CALL:
             if verdict.task_status is not None:
                 task = self.begin(record, record.task_id, work_watched=False)
+                task.ttl = record.task_ttl  # known from the creating answer, which an engine hook may precede
                 self.reached(task.task_id, verdict.task_status)
+                self._maybe_end(task)
             return
         task = self.find(record.task_id)
         if task is None:
@@ -184,6 +197,18 @@ class TaskTelemetry:
             self._seen(task)  # its result, or its failure
         elif record.method == TASKS_GET and answered:
             self._polled(task, record.result)
+
+    def answered(self, record: RequestRecord) -> None:
+        """A `tasks/*` request's result is being written: a caller told its task finished knows it as of now,
+        whatever it sends next (this request is concluded later)."""
+        task = self.find(record.task_id)
+        if task is None:
+            return
+        told = record.method == TASKS_RESULT or (
+            record.method == TASKS_GET and message_field(record.result, "status") in (TASK_COMPLETED, TASK_FAILED)
+        )
+        if told:
+            self._seen(task)
 
     def gave_up(self, session: object) -> None:
         """A client session ended: its tasks not yet settled end as what its caller got, nothing (cancelled,
@@ -257,20 +282,47 @@ class TaskTelemetry:
             task.session_over = True
             self._maybe_end(task)
 
+    def _await_expiry(self, task: TaskRecord) -> None:
+        with self._lock:
+            heapq.heappush(self._expiring, (task.expires_at, next(self._expiring_order), task))
+            if len(self._expiring) <= CAPACITY:
+                return
+            self._expiring = [entry for entry in self._expiring if entry[2].span.is_recording()]  # ended already
+            heapq.heapify(self._expiring)
+            dropped = heapq.heappop(self._expiring)[2] if len(self._expiring) > CAPACITY else None
+        if dropped is not None:
+            dropped.span.end()  # no verdict rather than a guessed one, as for a task evicted from the table
+
+    def _expire_due(self) -> None:
+        now = time.monotonic()
+        due = []
+        with self._lock:
+            while self._expiring and self._expiring[0][0] <= now:
+                due.append(heapq.heappop(self._expiring)[2])
+        for task in due:
+            task.expired = True
+            self._maybe_end(task)
+
     def _maybe_end(self, task: TaskRecord) -> None:
-        """End the task's span once its verdict and its work are known, and, where the engine serves its
-        result only to its own session, once the result was fetched or can no longer be."""
+        """End the task's span once its verdict and its work are known, and (server) once its caller was told
+        how it ended, or can no longer be: its session ended (where the engine serves a task only to its
+        own session) or its result expired."""
         if not task.settled or (task.work_watched and task.work is None) or not task.span.is_recording():
             return
-        delivered = task.outcome_seen or task.ghosted or task.session_over
-        if task.bound_to_session and not delivered and undelivered_ghost(task.status, task.work, False):
-            return  # its caller may still fetch it
+        delivered = task.outcome_seen or task.ghosted or task.session_over or task.expired
+        waits = self._ghosts is not None and (task.bound_to_session or task.ttl is not None)
+        if waits and not delivered and undelivered_ghost(task.status, task.work, False):
+            if task.ttl is not None and task.expires_at is None:
+                task.expires_at = time.monotonic() + task.ttl  # kept from its terminal status, as stores do
+                self._await_expiry(task)
+            return  # its caller may still ask
         verdict = classify_task(task.status, task.work, task.is_tool_error)
-        # Work done after its cancel, or a result its caller left without: the caller believes nothing happened.
+        # Work done after its cancel, or a result its caller never learned of: the caller believes nothing happened.
         ghost, why = verdict.ghost_handler_outcome, "the caller cancelled"
-        if ghost is None and task.session_over:
+        if ghost is None and (task.session_over or task.expired):
             ghost = undelivered_ghost(task.status, task.work, task.outcome_seen or task.ghosted)
-            why = "the caller's session ended before it was told the task ended"
+            why = ("the caller's session ended before it was told the task ended" if task.session_over
+                   else "the task's result expired before its caller asked")
         if ghost is not None and self._ghosts is not None:
             risk = self._ghosts.mark_ghost(task.creation, task.span, ghost)
             with contained("reporting a task's ghost"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import time
 import warnings
 from typing import Any
 
@@ -38,7 +39,6 @@ from tests.task_spans import (  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
-TASK = {"ttl": 60_000}
 
 
 class TaskApp:
@@ -78,9 +78,10 @@ class TaskApp:
             return await self.server.request_context.experimental.run_task(work)
 
 
-async def create(peer: RawPeer, tool: str, request_id: int = 1) -> str:
+async def create(peer: RawPeer, tool: str, request_id: Any = 1, ttl_ms: int = 60_000) -> str:
     await peer.call("listed", "tools/list", {})
-    created = await peer.call(request_id, "tools/call", {"name": tool, "arguments": {"path": "a.md"}, "task": TASK})
+    params = {"name": tool, "arguments": {"path": "a.md"}, "task": {"ttl": ttl_ms}}
+    created = await peer.call(request_id, "tools/call", params)
     assert created.result["task"]["status"] == "working"
     return created.result["task"]["taskId"]
 
@@ -256,15 +257,21 @@ async def test_a_cancel_after_the_task_finished_unfetched_is_a_ghost_on_the_canc
 SESSION_SCOPED = importlib.util.find_spec("mcp.server.experimental.task_scope") is not None
 
 
-@pytest.mark.skipif(SESSION_SCOPED, reason="this mcp serves a task only to the session that created it")
-async def test_an_unscoped_task_ends_when_it_finishes_and_no_session_end_makes_it_a_ghost(captured, plugin_log):
+async def test_a_finished_task_whose_result_expired_before_its_caller_asked_is_a_ghost(captured, plugin_log):
     app = TaskApp()
     async with raw_session(app.server) as peer:
-        await create(peer, "commit")
+        task_id = await create(peer, "commit", ttl_ms=100)
         app.release.set()
-        task = await task_ended(captured, "commit")  # another session may still fetch it: nothing to wait for
-    assert task.attributes["tool.outcome"] == "ok" and "tool.handler_outcome" not in task.attributes
-    assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
+        await settled(captured, "ok", "completed")
+        assert task_spans(captured, "commit", SpanKind.SERVER) == []  # its caller may still ask, for 100 ms
+        expiry = time.monotonic() + 0.1
+        await until(lambda: time.monotonic() > expiry)  # the result's time to live runs out, on the clock
+        await peer.call("next", "ping")  # the next request ends what expired meanwhile
+        task = await task_ended(captured, "commit")
+    assert {key: task.attributes.get(key) for key in ("tool.outcome", "tool.handler_outcome", "tool.ghost_risk")} == {
+        "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+    (line,) = plugin_log()
+    assert task_id in line.getMessage() and "expired before its caller asked" in line.getMessage()
 
 
 @pytest.mark.skipif(not SESSION_SCOPED, reason="this mcp serves a task to any session that names its id")

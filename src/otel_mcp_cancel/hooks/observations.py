@@ -83,6 +83,14 @@ def created_task(result: object) -> tuple[str, object] | None:
     return (bounded(task_id), message_field(task, "status")) if isinstance(task_id, str) else None
 
 
+def task_ttl_seconds(result: object) -> float | None:
+    """How long a created task's result is kept (`ttl`, or the extension's `ttlMs`), if the answer says."""
+    task = result if message_field(result, "resultType") == "task" else message_field(result, "task")
+    ttl = message_field(task, "ttl") if task is not None else None
+    ttl = message_field(task, "ttlMs") if ttl is None and task is not None else ttl
+    return ttl / 1000 if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl >= 0 else None
+
+
 def note_result(record: RequestRecord, result: object) -> None:
     """The answer is a result: note it (the first answer wins) and keep it for opt-in content capture."""
     if record.answer is not None:
@@ -90,10 +98,13 @@ def note_result(record: RequestRecord, result: object) -> None:
     record.result = result
     task = created_task(result) if record.method == TOOLS_CALL else None
     if task is not None:
-        record.task_id = task[0]
+        record.task_id, record.task_ttl = task[0], task_ttl_seconds(result)
         record.note_answer(Answer.result(False, task_status=task_status(task[1])))
     else:
         record.note_answer(Answer.result(is_tool_error(result)))
+    if record.on_result is not None:
+        with contained("telling a task of its answer"):
+            record.on_result(record)
 
 
 def cancel_reason(params: object) -> str | None:
