@@ -83,6 +83,7 @@ class TaskRecord:
     session_over: bool = False  # the creating session ended: a result it did not fetch is out of reach
     expired: bool = False  # its result's time to live ran out before its caller was told
     ghosted: bool = False  # a late cancel already counted its work as a ghost
+    announced: bool = False  # its creating answer was written: an engine may begin (and finish) it before
     ttl: float | None = None  # seconds its result is kept, from its creating answer
     expires_at: float | None = None  # when its result expires, once it finished unasked
     verdict: Verdict | None = None
@@ -180,7 +181,7 @@ class TaskTelemetry:
         if record.method == TOOLS_CALL:
             if verdict.task_status is not None:
                 task = self.begin(record, record.task_id, work_watched=False)
-                task.ttl = record.task_ttl  # known from the creating answer, which an engine hook may precede
+                task.announced, task.ttl = True, record.task_ttl  # an engine hook may have begun it earlier
                 self.reached(task.task_id, verdict.task_status)
                 self._maybe_end(task)
             return
@@ -307,7 +308,9 @@ class TaskTelemetry:
         """End the task's span once its verdict and its work are known, and (server) once its caller was told
         how it ended, or can no longer be: its session ended (where the engine serves a task only to its
         own session) or its result expired."""
-        if not task.settled or (task.work_watched and task.work is None) or not task.span.is_recording():
+        if not (task.settled and task.announced) or (task.work_watched and task.work is None):
+            return
+        if not task.span.is_recording():
             return
         delivered = task.outcome_seen or task.ghosted or task.session_over or task.expired
         waits = self._ghosts is not None and (task.bound_to_session or task.ttl is not None)

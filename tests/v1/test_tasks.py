@@ -407,3 +407,21 @@ async def test_the_shipped_panels_and_alerts_count_each_task_once_on_a_real_prom
     finally:
         prometheus.stop()
         httpd.shutdown()
+
+
+async def test_a_call_that_repeats_a_task_ghost_is_its_retry(captured) -> None:
+    app = TaskApp()
+    async with raw_session(app.server) as peer:
+        task_id = await create(peer, "commit")
+        app.release.set()
+        await settled(captured, "ok", "completed")
+        assert is_error(await peer.call(2, "tasks/cancel", {"taskId": task_id}), -32602)  # the ghost
+        await create(peer, "commit", request_id=3)  # the caller, believing nothing happened, tries again
+        await peer.call(4, "ping")
+    cancel = captured.server_span("tasks/cancel")
+    (first, retry) = sorted(spans_named(captured, "tools/call commit"), key=lambda span: span.start_time)
+    assert "tool.retried_ghost_risk" not in first.attributes
+    assert retry.attributes["tool.retried_ghost_risk"] == "unsafe"
+    assert [link.context.span_id for link in retry.links] == [cancel.context.span_id]
+    (retries,) = captured.points("mcp.server.ghost_retries")
+    assert (dict(retries.attributes), retries.value) == ({"gen_ai.tool.name": "commit", "tool.ghost_risk": "unsafe"}, 1)
