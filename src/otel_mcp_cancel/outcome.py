@@ -70,7 +70,7 @@ class Answer:
     is_tool_error: bool = False
     code: int | None = None
     message: str | None = None  # a JSON-RPC error's message, as the peer sent it
-    task_status: str | None = None  # the result created a task (MCP tasks), in this status
+    task_status: str | None = None  # the result created a task (MCP tasks), in this status (`task_status`)
 
     @classmethod
     def result(cls, is_tool_error: bool, task_status: str | None = None) -> Answer:
@@ -134,7 +134,7 @@ def classify(
       status decides (`classify_task`).
     """
     if answer is not None and answer.kind is AnswerKind.RESULT and answer.task_status is not None:
-        return Verdict(None, task_status=task_status(answer.task_status))
+        return Verdict(None, task_status=answer.task_status)  # bounded where the answer was noted
     if answer is not None and answer.kind is AnswerKind.RESULT:
         if answer.is_tool_error:
             return Verdict(

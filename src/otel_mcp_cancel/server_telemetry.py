@@ -142,6 +142,12 @@ class ServerTelemetry(RequestTelemetry):
         with contained("following a task"):
             self.tasks.observe(record, verdict)
 
+    def ghost(self, record: RequestRecord, span: Span, handler_outcome: str, why: str) -> None:
+        """A ghost of `record`'s call found after it was concluded (a task's): marked on `span` and reported."""
+        risk = self.mark_ghost(record, span, handler_outcome)
+        with contained("reporting a ghost"):
+            self.report_ghost(record, handler_outcome, risk, span, why)
+
     def mark_ghost(self, record: RequestRecord, span: Span, handler_outcome: str) -> str:
         """Put a ghost of `record`'s call on `span` (its own, or its task's); returns the ghost's risk."""
         risk = GHOST_RISK_UNKNOWN

@@ -248,10 +248,8 @@ class TaskTelemetry:
             handler_outcome = undelivered_ghost(task.status, task.work, task.outcome_seen or task.ghosted)
             if handler_outcome is not None and self._ghosts is not None:
                 task.ghosted = True
-                risk = self._ghosts.mark_ghost(task.creation, record.span, handler_outcome)
-                with contained("reporting a task's ghost"):
-                    self._ghosts.report_ghost(task.creation, handler_outcome, risk, record.span,
-                                              "the caller cancelled after the task had finished")
+                self._ghosts.ghost(task.creation, record.span, handler_outcome,
+                                   "the caller cancelled after the task had finished")
                 self._maybe_end(task)
         elif accepted:
             self.reached(task.task_id, TASK_CANCELLED)
@@ -327,7 +325,5 @@ class TaskTelemetry:
             why = ("the caller's session ended before it was told the task ended" if task.session_over
                    else "the task's result expired before its caller asked")
         if ghost is not None and self._ghosts is not None:
-            risk = self._ghosts.mark_ghost(task.creation, task.span, ghost)
-            with contained("reporting a task's ghost"):
-                self._ghosts.report_ghost(task.creation, ghost, risk, task.span, why)
+            self._ghosts.ghost(task.creation, task.span, ghost, why)
         task.span.end()

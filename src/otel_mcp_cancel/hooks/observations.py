@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -70,25 +70,28 @@ def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) ->
 DRAFT_TASK_META = "modelcontextprotocol.io/task"
 
 
-def created_task(result: object) -> tuple[str, object] | None:
-    """The id and status of the task a `CreateTaskResult` created, or None for any other result: nested
-    (`{task: {...}}`, spec 2025-11-25), flat with `resultType: "task"` (the 2026-07-28 tasks extension), or
-    a stub result naming it in `_meta` (FastMCP 2.x, a draft of 2025-11-25)."""
+class CreatedTask(NamedTuple):
+    task_id: str  # cut to size
+    status: object  # as the answer gave it
+    ttl: float | None  # seconds its result is kept (`ttl`, or the extension's `ttlMs`), if the answer says
+
+
+def created_task(result: object) -> CreatedTask | None:
+    """The task a `CreateTaskResult` created, or None for any other result: nested (`{task: {...}}`, spec
+    2025-11-25), flat with `resultType: "task"` (the 2026-07-28 tasks extension), or a stub result naming
+    it in `_meta` (FastMCP 2.x, a draft of 2025-11-25)."""
     if message_field(result, "resultType") == "task":
         task = result
     else:
         meta = message_field(result, "_meta") if isinstance(result, Mapping) else message_field(result, "meta")
         task = message_field(result, "task") or (meta.get(DRAFT_TASK_META) if isinstance(meta, Mapping) else None)
     task_id = message_field(task, "taskId") if task is not None else None
-    return (bounded(task_id), message_field(task, "status")) if isinstance(task_id, str) else None
-
-
-def task_ttl_seconds(result: object) -> float | None:
-    """How long a created task's result is kept (`ttl`, or the extension's `ttlMs`), if the answer says."""
-    task = result if message_field(result, "resultType") == "task" else message_field(result, "task")
-    ttl = message_field(task, "ttl") if task is not None else None
-    ttl = message_field(task, "ttlMs") if ttl is None and task is not None else ttl
-    return ttl / 1000 if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl >= 0 else None
+    if not isinstance(task_id, str):
+        return None
+    ttl = message_field(task, "ttl")
+    ttl = message_field(task, "ttlMs") if ttl is None else ttl
+    seconds = ttl / 1000 if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl >= 0 else None
+    return CreatedTask(bounded(task_id), message_field(task, "status"), seconds)
 
 
 def note_result(record: RequestRecord, result: object) -> None:
@@ -98,8 +101,8 @@ def note_result(record: RequestRecord, result: object) -> None:
     record.result = result
     task = created_task(result) if record.method == TOOLS_CALL else None
     if task is not None:
-        record.task_id, record.task_ttl = task[0], task_ttl_seconds(result)
-        record.note_answer(Answer.result(False, task_status=task_status(task[1])))
+        record.task_id, record.task_ttl = task.task_id, task.ttl
+        record.note_answer(Answer.result(False, task_status=task_status(task.status)))
     else:
         record.note_answer(Answer.result(is_tool_error(result)))
     if record.on_result is not None:

@@ -57,7 +57,7 @@ class TaskHooksV1(HookSet):
         with contained("following a task's creation"):
             task = created_task(created)
             if task is not None:
-                tasks.begin(record, task[0], work_watched=True, bound_to_session=_session_scoped(instance, kwargs))
+                tasks.begin(record, task.task_id, work_watched=True, bound_to_session=_session_scoped(instance, kwargs))
         return created
 
     async def _stored(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
