@@ -1,38 +1,48 @@
 """The plugin's own CPU per tools/call, against the floor: what the OpenTelemetry SDK itself charges for the
 same telemetry (2 spans and 2 histogram records, with the same attributes).
 
-    python benchmarks/hot_path.py [--calls 2000] [--rounds 3]       # on the installed mcp line
-    python benchmarks/hot_path.py --profile plugin                    # cProfile of one run, top 30
-    python benchmarks/hot_path.py --before /tmp/old/src               # also another checkout's plugin, interleaved
+    python benchmarks/hot_path.py [--calls 300] [--blocks 12] [--rounds 3]   # on the installed mcp line
+    python benchmarks/hot_path.py --profile plugin                            # cProfile of one block, top 30
+    python benchmarks/hot_path.py --before /tmp/old/src                       # also another checkout's plugin
 
 Client and server run in one process over memory streams: the full JSON-RPC path, no IPC noise. Each
-measurement is a fresh process (instrumentation is process-wide); rounds interleave the modes so drift
-hits all alike, and each figure is the median over rounds:
-- `none`: no providers, no plugin;
-- `plugin`: the plugin on both ends, with SDK providers as production runs them (batch span processor,
-  periodic metric reader, OTLP/HTTP to a receiver in the parent process);
-- `floor`: the same providers, no plugin; the SDK's own calls for what the plugin records per call:
-  a SERVER and a CLIENT span with the attributes ours carry, their outcome, and one record in each
-  duration histogram in its span's context (so with the exemplar ours carry), timed alone;
-- `sdk` (mcp 2.x): the same providers as the global ones, no plugin: mcp's own spans, for comparison.
-Where there are providers, exporting what the calls queued (a flush) is inside the timing.
-`plugin adds` = plugin − none per call (on mcp 2.x it includes standing in for the SDK's own spans);
-the ratio to report is plugin adds / floor.
+round is a fresh process (`--before`: one more, importing the plugin from that checkout) that runs the
+modes in blocks of `--calls` tools/calls, interleaved (the order reversed every other block), so that
+drift on a shared machine hits every mode alike; each block opens a fresh session. A block's cost is the
+process's CPU time (every thread: the exporter's too) per call, and what the calls queued is exported
+(flushed) inside it:
+- `none`: no plugin, no telemetry;
+- `plugin`: the plugin on both ends (instrument() before the block, uninstrument() after), with SDK
+  providers as production runs them: batch span processor, periodic metric reader, OTLP/HTTP to a
+  receiver in the parent process;
+- `in situ`: no plugin; the same providers, and once per tools/call, as it returns, the SDK's own calls
+  for what the plugin records per call: a SERVER and a CLIENT span with the attributes ours carry and
+  their outcome, and one record in each duration histogram in its span's context (so with the exemplar
+  ours carry). The floor as the traffic around it leaves the CPU's caches: the same calls cost about
+  twice as much here as in a loop of nothing else;
+- `loop`: the same SDK calls in a loop of nothing else (the floor as issue #17 first measured it).
+`plugin adds` = plugin − none, paired block by block; the ratios to report are plugin adds / in situ
+adds, and plugin adds / loop. A run fails if the span processor dropped a span: a floor that exports less
+than it records is no floor.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import importlib.metadata
 import io
 import json
+import logging
 import os
 import pstats
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +50,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from examples.otlp_sink import OtlpSink  # noqa: E402
 
-MODES = ("none", "plugin", "floor", "sdk")
-WARM_UP = 200
+MODES = ("none", "plugin", "in situ", "loop")
+WARM_UP = 50
+FLUSH_EVERY = 256  # calls: 512 spans, one full export batch, well inside the span queue (2,048)
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
 
 
@@ -59,28 +70,31 @@ def providers(endpoint: str) -> tuple[Any, Any]:
     return tracer_provider, MeterProvider(metric_readers=[reader])
 
 
-def flusher(tracer_provider: Any, meter_provider: Any) -> Any:
-    """Export what is queued now: the batch processor's and the reader's CPU belong to the calls measured."""
-    def flush() -> None:
-        tracer_provider.force_flush()
-        meter_provider.force_flush()
+class DroppedSpans(logging.Handler):
+    """Counts the batch span processor's "Queue full, dropping" warnings."""
 
-    return flush
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += "dropping" in record.getMessage()
 
 
-def floor_per_call(tracer_provider: Any, meter_provider: Any, calls: int) -> float:
-    """Seconds per call for the SDK's own work: 2 spans and 2 histogram records, our attributes."""
+def floor_calls(tracer_provider: Any, meter_provider: Any) -> Callable[[], None]:
+    """The SDK's own work for one tools/call: 2 spans and 2 histogram records, with our attributes."""
     from opentelemetry.trace import SpanKind, set_span_in_context
 
     tracer = tracer_provider.get_tracer("floor")
     meter = meter_provider.get_meter("floor")
     server_duration = meter.create_histogram("mcp.server.operation.duration", unit="s")
     client_duration = meter.create_histogram("mcp.client.operation.duration", unit="s")
-    started = time.perf_counter()
-    for n in range(calls):
+    request_ids = iter(range(1 << 62))
+
+    def one_call() -> None:
         request = {
             "mcp.method.name": "tools/call",
-            "jsonrpc.request.id": str(n),
+            "jsonrpc.request.id": str(next(request_ids)),
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": "echo",
         }
@@ -95,13 +109,26 @@ def floor_per_call(tracer_provider: Any, meter_provider: Any, calls: int) -> flo
         client.set_attributes(outcome)
         client_duration.record(0.001, metric, context=set_span_in_context(client))
         client.end()
-    flusher(tracer_provider, meter_provider)()
-    return (time.perf_counter() - started) / calls
+
+    return one_call
 
 
-async def traffic(calls: int, flush: Any = None) -> float:
-    """Seconds per tools/call, the SDK's own client and server over memory streams; `flush()`, if given,
-    runs inside the timing (what the calls left to export is part of their cost)."""
+def loop_block(one_call: Callable[[], None], flush: Callable[[], None], calls: int) -> float:
+    """CPU seconds per call for the floor's calls in a loop of nothing else (flushed as the exporter would:
+    a full batch at a time, so no span is dropped)."""
+    started = time.process_time()
+    for n in range(1, calls + 1):
+        one_call()
+        if n % FLUSH_EVERY == 0:
+            flush()
+    flush()
+    return (time.process_time() - started) / calls
+
+
+async def traffic_block(calls: int, flush: Callable[[], None] | None, after_call: Callable[[], None] | None) -> float:
+    """CPU seconds per tools/call, the SDK's own client and server over memory streams; `flush()`, if given,
+    runs inside the timing (what the calls left to export is part of their cost); `after_call()`, if given,
+    runs as each call returns."""
     import anyio
     from mcp.shared.memory import create_client_server_memory_streams
 
@@ -115,13 +142,25 @@ async def traffic(calls: int, flush: Any = None) -> float:
     async def echo(text: str) -> str:
         return text
 
+    async def timed(session: Any) -> float:
+        for _ in range(WARM_UP):
+            await session.call_tool("echo", {"text": "warm"})
+        if flush is not None:
+            flush()
+        started = time.process_time()
+        for _ in range(calls):
+            await session.call_tool("echo", {"text": "hello"})
+            if after_call is not None:
+                after_call()
+        if flush is not None:
+            flush()
+        return (time.process_time() - started) / calls
+
     lowlevel = getattr(server, "_lowlevel_server", None) or server._mcp_server
     async with create_client_server_memory_streams() as ((client_read, client_write), (server_read, server_write)):
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: lowlevel.run(server_read, server_write, lowlevel.create_initialization_options()))
             if MCP_MAJOR == 2:
-                from contextlib import asynccontextmanager
-
                 from mcp import Client
 
                 @asynccontextmanager
@@ -129,115 +168,138 @@ async def traffic(calls: int, flush: Any = None) -> float:
                     yield client_read, client_write
 
                 async with Client(streams(), mode="legacy") as session:
-                    seconds = await timed(session, calls, flush)
+                    seconds = await timed(session)
             else:
                 from mcp import ClientSession
 
                 async with ClientSession(client_read, client_write) as session:
                     await session.initialize()
-                    seconds = await timed(session, calls, flush)
+                    seconds = await timed(session)
             tg.cancel_scope.cancel()
     return seconds
 
 
-async def timed(session: Any, calls: int, flush: Any) -> float:
-    for _ in range(WARM_UP):
-        await session.call_tool("echo", {"text": "warm"})
-    if flush is not None:
-        flush()
-    started = time.perf_counter()
-    for _ in range(calls):
-        await session.call_tool("echo", {"text": "hello"})
-    if flush is not None:
-        flush()
-    return (time.perf_counter() - started) / calls
-
-
-def child(mode: str, calls: int, endpoint: str, profile: bool) -> dict[str, float]:
+def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[str, list[float]]:
+    """Every mode's CPU seconds per call, block by block, in this one process."""
     import anyio
 
-    if mode == "none":
-        return {"per_call": anyio.run(traffic, calls)}
-    tracer_provider, meter_provider = providers(endpoint)
-    flush = flusher(tracer_provider, meter_provider)
-    if mode == "floor":
-        floor_per_call(tracer_provider, meter_provider, WARM_UP)
-        return {"per_call": floor_per_call(tracer_provider, meter_provider, calls)}
-    if mode == "sdk":  # mcp 2.x's own spans, through the global provider
-        from opentelemetry import trace
-
-        trace.set_tracer_provider(tracer_provider)
-        return {"per_call": anyio.run(traffic, calls, flush)}
     from otel_mcp_cancel import McpCancelInstrumentor
 
-    McpCancelInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    if not profile:
-        return {"per_call": anyio.run(traffic, calls, flush)}
-    profiler = cProfile.Profile()
-    profiler.enable()
-    per_call = anyio.run(traffic, calls, flush)
-    profiler.disable()
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats("otel_mcp_cancel|opentelemetry", 30)
-    print(out.getvalue(), file=sys.stderr)
-    return {"per_call": per_call}
+    dropped = DroppedSpans()
+    logging.getLogger("opentelemetry").addHandler(dropped)
+    tracer_provider, meter_provider = providers(endpoint)
+
+    def flush() -> None:
+        tracer_provider.force_flush()
+        meter_provider.force_flush()
+
+    one_call = floor_calls(tracer_provider, meter_provider)
+    instrumentor = McpCancelInstrumentor()
+
+    def block(mode: str) -> float:
+        if mode == "none":
+            return anyio.run(traffic_block, calls, None, None)
+        if mode == "in situ":
+            return anyio.run(traffic_block, calls, flush, one_call)
+        if mode == "loop":
+            return loop_block(one_call, flush, calls)
+        instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        try:
+            return anyio.run(traffic_block, calls, flush, None)
+        finally:
+            instrumentor.uninstrument()
+
+    if profile is not None:
+        block(profile)  # warm: imports and first-use caches stay out of the profile
+        profiler = cProfile.Profile()
+        profiler.enable()
+        block(profile)
+        profiler.disable()
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
+        print(out.getvalue(), file=sys.stderr)
+        return {}
+    measured: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for n in range(blocks + 1):
+        for mode in MODES if n % 2 == 0 else MODES[::-1]:
+            gc.collect()
+            seconds = block(mode)
+            if n > 0:  # the first pass warms every mode
+                measured[mode].append(seconds)
+    if dropped.count:
+        raise SystemExit(f"the span processor dropped spans ({dropped.count} warnings): the measurement is void")
+    return measured
 
 
-def run_child(mode: str, calls: int, endpoint: str, profile: bool = False, source: str | None = None) -> float:
-    """One measurement in a fresh process; `source`: import the plugin from that checkout's src/ instead."""
-    command = [sys.executable, __file__, "--child", mode, str(calls), endpoint] + (["--profile"] if profile else [])
+def run_child(calls: int, blocks: int, endpoint: str, profile: str | None = None,
+              source: str | None = None) -> dict[str, list[float]]:
+    """One round in a fresh process; `source`: import the plugin from that checkout's src/ instead."""
+    command = [sys.executable, __file__, "--child", str(calls), str(blocks), endpoint, profile or ""]
     environment = {**os.environ, "PYTHONPATH": source} if source else None
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=environment)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600, env=environment)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
     if profile:
         print(done.stderr)
-    return json.loads(done.stdout.strip().splitlines()[-1])["per_call"]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def summary(measured: dict[str, list[float]]) -> dict[str, float]:
+    """Medians in µs per call; the added costs paired block by block (the same moment's noise cancels)."""
+    def median(values: list[float]) -> float:
+        return 1e6 * statistics.median(values)
+
+    none = measured["none"]
+    plugin_adds = [p - n for p, n in zip(measured["plugin"], none)]
+    in_situ_adds = [s - n for s, n in zip(measured["in situ"], none)]
+    return {
+        "none": median(none),
+        "plugin adds": median(plugin_adds),
+        "in situ": median(in_situ_adds),
+        "loop": median(measured["loop"]),
+        "adds / in situ": statistics.median(p / s for p, s in zip(plugin_adds, in_situ_adds)),
+        "adds / loop": statistics.median(p / f for p, f in zip(plugin_adds, measured["loop"])),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--profile", choices=MODES, help="profile one run of this mode instead of measuring")
+    parser.add_argument("--calls", type=int, default=300, help="tools/calls per block")
+    parser.add_argument("--blocks", type=int, default=12, help="blocks of each mode per round")
+    parser.add_argument("--rounds", type=int, default=3, help="fresh processes per plugin measured")
+    parser.add_argument("--profile", choices=MODES, help="profile one block of this mode instead of measuring")
     parser.add_argument("--smoke", action="store_true", help="a few calls each, to check that it works")
     parser.add_argument("--before", help="src/ of another checkout: its plugin is measured too, interleaved")
     options = parser.parse_args()
-    calls, rounds = (50, 1) if options.smoke else (options.calls, options.rounds)
+    calls, blocks, rounds = (20, 1, 1) if options.smoke else (options.calls, options.blocks, options.rounds)
     sink = OtlpSink(keep=False).start()
+    sources = {"this checkout": None, **({options.before: options.before} if options.before else {})}
+    measured: dict[str, dict[str, list[float]]] = {name: {mode: [] for mode in MODES} for name in sources}
     try:
         if options.profile:
-            run_child(options.profile, calls, sink.endpoint, profile=True)
+            run_child(calls, blocks, sink.endpoint, profile=options.profile)
             return
-        modes = list(MODES if MCP_MAJOR == 2 else MODES[:3]) + (["before"] if options.before else [])
-        measured: dict[str, list[float]] = {mode: [] for mode in modes}
         for _ in range(rounds):
-            for mode in modes:
-                if mode == "before":
-                    measured[mode].append(run_child("plugin", calls, sink.endpoint, source=options.before))
-                else:
-                    measured[mode].append(run_child(mode, calls, sink.endpoint))
+            for name, source in sources.items():
+                for mode, values in run_child(calls, blocks, sink.endpoint, source=source).items():
+                    measured[name][mode] += values
     finally:
         sink.stop()
-    us = {mode: 1e6 * statistics.median(values) for mode, values in measured.items()}
-    added = us["plugin"] - us["none"]
-    print(f"mcp {importlib.metadata.version('mcp')}, {calls} calls x {rounds} rounds, in-process over memory streams")
-    print("| mcp | no telemetry µs/call | plugin µs/call | plugin adds µs | floor µs (2 spans + 2 records) "
-          "| adds / floor | mcp's own spans add µs |")
-    print("|---|---|---|---|---|---|---|")
-    own = f"{us['sdk'] - us['none']:.0f}" if "sdk" in us else "–"
     version = importlib.metadata.version("mcp")
-    print(f"| {version} | {us['none']:.0f} | {us['plugin']:.0f} | {added:.0f} | "
-          f"{us['floor']:.0f} | {added / us['floor']:.2f} | {own} |")
-    if "before" in us:
-        before = us["before"] - us["none"]
-        print(f"| {version}, plugin from {options.before} | {us['none']:.0f} | {us['before']:.0f} | {before:.0f} | "
-              f"{us['floor']:.0f} | {before / us['floor']:.2f} | {own} |")
+    print(f"mcp {version}: {rounds} rounds x {blocks} blocks x {calls} tools/calls per mode, in one process over "
+          "memory streams, CPU time per call (medians)")
+    print("| mcp | plugin | no telemetry µs | plugin adds µs | floor in situ µs | adds / in situ "
+          "| floor in a loop µs | adds / loop |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in sources:
+        row = summary(measured[name])
+        print(f"| {version} | {name} | {row['none']:.0f} | {row['plugin adds']:.0f} | {row['in situ']:.0f} | "
+              f"{row['adds / in situ']:.2f} | {row['loop']:.0f} | {row['adds / loop']:.2f} |")
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        mode, calls, endpoint = sys.argv[2], int(sys.argv[3]), sys.argv[4]
-        print(json.dumps(child(mode, calls, endpoint, "--profile" in sys.argv)))
+        calls, blocks, endpoint, profile = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] or None
+        print(json.dumps(child(calls, blocks, endpoint, profile)))
     else:
         main()
