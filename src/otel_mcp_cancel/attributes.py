@@ -63,28 +63,52 @@ KNOWN_METHODS = frozenset(
 )
 
 
+# `dict` first: what the wire gives is a dict, and `isinstance(x, Mapping)` alone pays the ABC machinery
+# on every request.
+MAPPINGS = (dict, Mapping)
+_ABSENT = object()
+
+
 def bounded(value: object) -> str:
     """A peer-supplied value as a string of at most MAX_ATTRIBUTE_LENGTH characters."""
     text = value if isinstance(value, str) else repr(value)
     return text[:MAX_ATTRIBUTE_LENGTH]
 
 
+def model_field(model: object, name: str) -> Any:
+    """`model.name`, or None. For a pydantic model, read from its fields and extras: its `__getattr__` raises
+    (and getattr's default catches) for every absent name, a cost paid on every request."""
+    values = getattr(model, "__dict__", None)
+    if values is not None and name in values:
+        return values[name]
+    extra = getattr(model, "__pydantic_extra__", _ABSENT)
+    if extra is not _ABSENT:
+        return extra.get(name) if extra else None
+    return getattr(model, name, None)
+
+
+def _unwrapped(message: object) -> object:
+    """The model inside a 1.x `ServerResult`/`ClientResult` (a root model), or the message itself."""
+    root = model_field(message, "root")
+    return message if root is None else root
+
+
 def message_field(message: object, name: str) -> Any:
     """A field (named as on the wire) of a wire dict, a model, or a 1.x `ServerResult`/`ClientResult` around
     one; None if absent. A model may name it in snake case (the 2026-07-28 tasks extension's models do)."""
-    if isinstance(message, Mapping):
+    if isinstance(message, MAPPINGS):
         return message.get(name)
-    model = getattr(message, "root", message)
-    value = getattr(model, name, None)
-    return value if value is not None or name.islower() else getattr(model, _snake_case(name), None)
+    model = _unwrapped(message)
+    value = model_field(model, name)
+    return value if value is not None or name.islower() else model_field(model, _snake_case(name))
 
 
 def is_tool_error(result: object) -> bool:
     """A tools/call result with isError: the wire dict, the model a tool returned, or a 1.x ServerResult."""
-    if isinstance(result, Mapping):
+    if isinstance(result, MAPPINGS):
         return result.get("isError") is True
-    result = getattr(result, "root", result)
-    return getattr(result, "is_error", None) is True or getattr(result, "isError", None) is True
+    result = _unwrapped(result)
+    return model_field(result, "is_error") is True or model_field(result, "isError") is True
 
 
 @functools.lru_cache(maxsize=64)
@@ -94,19 +118,19 @@ def _snake_case(name: str) -> str:
 
 def target_name(params: Mapping[str, Any] | None) -> str | None:
     """The tool or prompt name a request names, if it is a string."""
-    name = params.get("name") if isinstance(params, Mapping) else None
+    name = params.get("name") if isinstance(params, MAPPINGS) else None
     return bounded(name) if isinstance(name, str) else None
 
 
 def named_task(method: str, params: Mapping[str, Any] | None) -> str | None:
     """The task a `tasks/*` request names (`taskId`), cut to size."""
-    task_id = params.get("taskId") if method in TASK_METHODS and isinstance(params, Mapping) else None
+    task_id = params.get("taskId") if method in TASK_METHODS and isinstance(params, MAPPINGS) else None
     return bounded(task_id) if isinstance(task_id, str) else None
 
 
 def tool_arguments(params: Mapping[str, Any] | None) -> Any:
     """The arguments a tools/call request carries, as sent (None if its params are not a mapping)."""
-    return params.get("arguments") if isinstance(params, Mapping) else None
+    return params.get("arguments") if isinstance(params, MAPPINGS) else None
 
 
 def span_name(method: str, target: str | None, target_registered: bool) -> str:
@@ -142,7 +166,7 @@ def request_attributes(
             attributes[GEN_AI_TOOL_NAME] = target
     elif method == PROMPTS_GET and target is not None:
         attributes[GEN_AI_PROMPT_NAME] = target
-    uri = params.get("uri") if isinstance(params, Mapping) else None
+    uri = params.get("uri") if isinstance(params, MAPPINGS) else None
     if isinstance(uri, str):
         attributes[MCP_RESOURCE_URI] = bounded(uri)
     if network_transport is not None:

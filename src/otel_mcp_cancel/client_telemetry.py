@@ -6,7 +6,7 @@ from __future__ import annotations
 from opentelemetry.trace import SpanKind, Tracer
 
 from otel_mcp_cancel.conventions import MCP_CANCEL_REASON, OUTCOME_CANCELLED
-from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_client_record
@@ -32,5 +32,7 @@ class ClientTelemetry(RequestTelemetry):
         # The client's reason is bounded (timeout | caller): an attribute too, so "our own timeouts" is a query.
         if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
             record.span.set_attribute(MCP_CANCEL_REASON, record.cancel_reason)
-        with contained("following a task"):
+        try:
             self.tasks.observe(record, verdict)  # the client's view: what it was told of the task
+        except Exception:
+            fault("following a task")

@@ -1,8 +1,13 @@
-"""Containment for telemetry code: a fault is logged once per kind and never reaches the host."""
+"""Containment for telemetry code: a fault is logged once per kind and never reaches the host.
+
+`with contained("..."):` where a block runs now and then; on the per-request path, a plain
+`try: ... except Exception: fault("...")`, which costs nothing until something fails.
+"""
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from types import TracebackType
 
@@ -31,13 +36,16 @@ class contained:  # noqa: N801 - used like contextlib's helpers: `with contained
     ) -> bool:
         if kind is None or not issubclass(kind, Exception):
             return False
-        with _lock:
-            first = self.activity not in _reported
-            _reported.add(self.activity)
-        if first:
-            logger.error(
-                "otel_mcp_cancel: %s failed; the MCP request itself is unaffected",
-                self.activity,
-                exc_info=(kind, error, traceback),
-            )
+        fault(self.activity)
         return True
+
+
+def fault(activity: str) -> None:
+    """Log the exception being handled, the first time `activity` fails. Call it from an `except` block."""
+    with _lock:
+        first = activity not in _reported
+        _reported.add(activity)
+    if first:
+        logger.error(
+            "otel_mcp_cancel: %s failed; the MCP request itself is unaffected", activity, exc_info=sys.exc_info()
+        )

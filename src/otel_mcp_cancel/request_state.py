@@ -23,7 +23,7 @@ from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.session_telemetry import SessionRecord
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class RequestRecord:
     method: str
     params: Any
@@ -32,6 +32,7 @@ class RequestRecord:
     span: Span
     method_known: bool = True  # in the protocol's method list, served by this server, or sent by our own side
     target: str | None = None  # the tool or prompt it names, cut to size
+    name: str = ""  # its span's name as started
     started: float = field(default_factory=time.perf_counter)
     handler_claimed: bool = False  # an inner hook is reporting how the handler ended
     handler: HandlerEnd | None = None
@@ -41,6 +42,7 @@ class RequestRecord:
     cancel_reason: str | None = None
     cancel_time_ns: int | None = None
     write_interrupted: bool = False  # a cancel cut the answer's write short (mcp 1.x without the guard)
+    request_id_late: bool = False  # its id was learned after its span started: the id goes on as it ends
     protocol_version: str | None = None
     http_version: str | None = None  # the HTTP version it came over, if it did
     in_session: SessionRecord | None = None  # the server session it was served in

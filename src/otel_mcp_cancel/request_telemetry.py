@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +20,7 @@ from opentelemetry.metrics import Histogram
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from otel_mcp_cancel.attributes import (
+    bounded,
     captured_content,
     method_attributes,
     metric_attributes,
@@ -35,6 +35,7 @@ from otel_mcp_cancel.conventions import (
     EVENT_REQUEST_CANCELLED,
     GEN_AI_TOOL_CALL_ARGUMENTS,
     GEN_AI_TOOL_CALL_RESULT,
+    JSONRPC_REQUEST_ID,
     MCP_CANCEL_REASON,
     MCP_PROTOCOL_VERSION,
     MCP_TASK_ID,
@@ -42,10 +43,34 @@ from otel_mcp_cancel.conventions import (
     OUTCOME_CANCELLED,
     TOOLS_CALL,
 )
-from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.outcome import Verdict, classify
 from otel_mcp_cancel.request_state import RequestRecord, metric_fields
 from otel_mcp_cancel.user_hooks import UserHooks
+
+
+class Serving:
+    """While a request runs: its record and its span are current; as it ends, it is finished in the span's
+    context (the ghost WARNING and the metrics' exemplars point at it). A class, not a generator-based
+    context manager: it runs on every request."""
+
+    __slots__ = ("_telemetry", "_record", "_record_token", "_context_token")
+
+    def __init__(self, telemetry: RequestTelemetry, record: RequestRecord) -> None:
+        self._telemetry, self._record = telemetry, record
+
+    def __enter__(self) -> RequestRecord:
+        record = self._record
+        self._record_token = self._telemetry.current.set(record)
+        self._context_token = otel_context.attach(trace.set_span_in_context(record.span))
+        return record
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._telemetry.finish(self._record)
+        finally:
+            otel_context.detach(self._context_token)
+            self._telemetry.current.reset(self._record_token)
 
 
 @dataclass(frozen=True)
@@ -70,7 +95,7 @@ class RequestTelemetry:
     ) -> None:
         self._tracer = tracer
         self._duration = duration
-        self._current = current
+        self.current = current
         self._cancelled_is_error = options.cancelled_is_error
         self._capture_content = options.capture_content
         self._user_hooks = options.user_hooks
@@ -80,37 +105,39 @@ class RequestTelemetry:
         """The context to parent the span on; None: the ambient one."""
         return None
 
-    def open(self, method: str, params: Any, request_id: object, network_transport: str | None) -> RequestRecord | None:
-        """Start the span for a request; None when instrumentation is suppressed or fails."""
+    def open(
+        self,
+        method: str,
+        params: Any,
+        request_id: object,
+        network_transport: str | None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> RequestRecord | None:
+        """Start the span for a request (with `attributes` besides the request's own); None when
+        instrumentation is suppressed or fails."""
         if not is_instrumentation_enabled():
             return None
-        with contained(f"opening a {self.role} span"):
+        try:
             known, target = self.knows_method(method), target_name(params)
-            span = self._tracer.start_span(
-                span_name(method if known else OTHER, None, target_registered=False),
-                context=self.parent(params),
-                kind=self.kind,
-                attributes=request_attributes(method, known, params, target, request_id, network_transport),
-            )
-            record = RequestRecord(method, params, request_id, network_transport, span, known, target)
+            # A client's names are its own code's choice and never fold: its span is named once, here.
+            name = span_name(method if known else OTHER, target if self.kind is SpanKind.CLIENT else None,
+                             target_registered=True)
+            start_attributes = request_attributes(method, known, params, target, request_id, network_transport)
+            if attributes:
+                start_attributes.update(attributes)
+            span = self._tracer.start_span(name, context=self.parent(params), kind=self.kind,
+                                           attributes=start_attributes)
+            record = RequestRecord(method, params, request_id, network_transport, span, known, target, name)
             record.task_id = named_task(method, params)
             self._user_hooks.on_request(self.role, record)
             return record
+        except Exception:
+            fault(f"opening a {self.role} span")
         return None
 
-    @contextmanager
-    def serving(self, record: RequestRecord) -> Iterator[RequestRecord]:
+    def serving(self, record: RequestRecord) -> Serving:
         """Make the record and its span current while the request runs, then finish it."""
-        record_token = self._current.set(record)
-        context_token = otel_context.attach(trace.set_span_in_context(record.span))
-        try:
-            yield record
-        finally:
-            try:  # finished in the span's context: the ghost WARNING and the metrics' exemplars point at it
-                self.finish(record)
-            finally:
-                otel_context.detach(context_token)
-                self._current.reset(record_token)
+        return Serving(self, record)
 
     def finish(self, record: RequestRecord) -> None:
         try:
@@ -119,16 +146,20 @@ class RequestTelemetry:
             self._conclude(record)
         finally:
             if record.span.is_recording():  # whatever failed above, the span still ends
-                with contained(f"ending a {self.role} span"):
+                try:
                     record.span.end()
+                except Exception:
+                    fault(f"ending a {self.role} span")
 
     def _conclude(self, record: RequestRecord) -> None:
         """Classify, describe, measure and end. Each part is contained on its own: a failing detail
         (a lookup, a risk, a hook) loses only itself, never the name, outcome, status or duration."""
-        with contained(f"resolving a {self.role} request"):
+        role = self.role
+        try:
             self.resolve(record)
-        verdict = None
-        with contained(f"classifying a {self.role} request"):
+        except Exception:
+            fault(f"resolving a {role} request")
+        try:
             verdict = classify(
                 record.handler,
                 record.answer,
@@ -136,32 +167,52 @@ class RequestTelemetry:
                 cancelled_is_error=self._cancelled_is_error,
                 caller_faults_unset=self.kind is SpanKind.SERVER,
             )
-        if verdict is None:
+        except Exception:
+            fault(f"classifying a {role} request")
             return
         outcome = verdict_attributes(record.method, verdict)  # on the span and on the metric alike
         span = record.span
-        with contained(f"naming a {self.role} span"):
+        try:
             fold = record.method == TOOLS_CALL and not record.tool_registered
-            method = record.method if record.method_known else OTHER
-            span.update_name(span_name(method, record.target, target_registered=not fold))
-        with contained(f"recording a {self.role} outcome"):
+            name = span_name(record.method if record.method_known else OTHER, record.target, not fold)
+            if name != record.name:
+                span.update_name(name)
+        except Exception:
+            fault(f"naming a {role} span")
+        try:
             # One call: each set_attributes pays the SDK's lock and value checks.
-            named = {} if self.knows_method(record.method) else method_attributes(record.method, record.method_known)
-            version = {} if record.protocol_version is None else {MCP_PROTOCOL_VERSION: record.protocol_version}
-            task = {} if record.task_id is None else {MCP_TASK_ID: record.task_id}
-            span.set_attributes({**named, **version, **task, **outcome})
+            attributes = {} if self.knows_method(record.method) else method_attributes(record.method,
+                                                                                          record.method_known)
+            if record.request_id_late:
+                attributes[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
+            if record.protocol_version is not None:
+                attributes[MCP_PROTOCOL_VERSION] = record.protocol_version
+            if record.task_id is not None:
+                attributes[MCP_TASK_ID] = record.task_id
+            attributes.update(outcome)
+            span.set_attributes(attributes)
             if verdict.span_error:
                 span.set_status(Status(StatusCode.ERROR, verdict.description))
-        with contained(f"describing a {self.role} span"):
+        except Exception:
+            fault(f"recording a {role} outcome")
+        try:
             self._describe_span(record, verdict)
-        with contained(f"annotating a {self.role} span"):
+        except Exception:
+            fault(f"describing a {role} span")
+        try:
             self.annotate(record, verdict)
-        self._user_hooks.on_response(self.role, record, verdict)  # after ours: the user's word is last
-        with contained(f"measuring a {self.role} request"):
-            attributes = metric_attributes(*metric_fields(record), tuple(outcome.items()))
-            self._duration.record(time.perf_counter() - record.started, attributes)
-        with contained(f"ending a {self.role} span"):
+        except Exception:
+            fault(f"annotating a {role} span")
+        self._user_hooks.on_response(role, record, verdict)  # after ours: the user's word is last
+        try:
+            metric = metric_attributes(*metric_fields(record), tuple(outcome.items()))
+            self._duration.record(time.perf_counter() - record.started, metric)
+        except Exception:
+            fault(f"measuring a {role} request")
+        try:
             span.end()  # last: a span processor that raises here costs no measurement
+        except Exception:
+            fault(f"ending a {role} span")
 
     def record_duration(self, seconds: float, attributes: dict[str, Any]) -> None:
         """A point of this side's operation-duration histogram that no request's end records: a task's."""

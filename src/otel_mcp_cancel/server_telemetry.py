@@ -4,7 +4,7 @@ WARNING line and `ghost_stats()`."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -14,7 +14,7 @@ from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, Span, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, camel_case, tool_arguments
+from otel_mcp_cancel.attributes import KNOWN_METHODS, MAPPINGS, bounded, camel_case, tool_arguments
 from otel_mcp_cancel.conventions import (
     EVENT_GHOST_RETRIED,
     EVENT_GHOST_SUPPRESSED,
@@ -32,7 +32,7 @@ from otel_mcp_cancel.conventions import (
     TOOL_RETRIED_GHOST_RISK,
     TOOLS_CALL,
 )
-from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.ghosts import LEDGER
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import Verdict, ghost_risk
@@ -47,8 +47,8 @@ logger = logging.getLogger("otel_mcp_cancel")
 
 def parent_context(params: Any) -> Context | None:
     """The trace context a client put in `params._meta`, or None to parent on the ambient context."""
-    meta = params.get("_meta") if isinstance(params, Mapping) else None
-    if not isinstance(meta, Mapping) or "traceparent" not in meta:
+    meta = params.get("_meta") if isinstance(params, MAPPINGS) else None
+    if not isinstance(meta, MAPPINGS) or "traceparent" not in meta:
         return None
     ctx = extract(meta)
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
@@ -125,22 +125,28 @@ class ServerTelemetry(RequestTelemetry):
                         break
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
-        with contained("telling a session about its request"):
+        try:
             note_request(record.in_session, record.protocol_version, record.network_transport, record.http_version)
+        except Exception:
+            fault("telling a session about its request")
         tool = _tool(record)
         risk = None
         if verdict.ghost_handler_outcome is not None:
             risk = self.mark_ghost(record, record.span, verdict.ghost_handler_outcome)
         if tool is not None and record.session is not None:
-            with contained("matching a retry"):
+            try:
                 self._match_retry(record, tool)  # before this ghost is remembered: it retries no other
+            except Exception:
+                fault("matching a retry")
         if record.write_interrupted:
             record.span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
         if verdict.ghost_handler_outcome is not None and risk is not None:
             with contained("reporting a ghost"):
                 self.report_ghost(record, verdict.ghost_handler_outcome, risk, record.span)
-        with contained("following a task"):
+        try:
             self.tasks.observe(record, verdict)
+        except Exception:
+            fault("following a task")
 
     def ghost(self, record: RequestRecord, span: Span, handler_outcome: str, why: str) -> None:
         """A ghost of `record`'s call found after it was concluded (a task's): marked on `span` and reported."""

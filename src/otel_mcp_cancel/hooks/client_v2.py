@@ -15,10 +15,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import REQUEST_TIMEOUT
 from opentelemetry.trace import NonRecordingSpan, SpanKind
 
-from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT, JSONRPC_REQUEST_ID
-from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import ClientHooks, arg, note_result
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import error_answer
@@ -44,9 +43,11 @@ class ClientHooksV2(ClientHooks):
     async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = None
         if self.active:
-            with contained("opening a client span"):
+            try:
                 method, params = arg(args, kwargs, 0, "method"), arg(args, kwargs, 1, "params")
                 record = self.open(method, params, None, getattr(instance, "_write_stream", None))
+            except Exception:
+                fault("opening a client span")
         if record is None:
             return await wrapped(*args, **kwargs)
         with self._telemetry.serving(record):
@@ -79,9 +80,10 @@ class ClientHooksV2(ClientHooks):
         record = current_client_record.get()
         if not self.active or record is None or kwargs.get("kind") is not SpanKind.CLIENT:
             return wrapped(*args, **kwargs)
-        with contained("reading the SDK's client span"):
+        try:
             request_id = (kwargs.get("attributes") or {}).get(JSONRPC_REQUEST_ID)
             if request_id is not None:
-                record.request_id = request_id
-                record.span.set_attribute(JSONRPC_REQUEST_ID, bounded(str(request_id)))
+                record.request_id, record.request_id_late = request_id, True  # on the span as it ends
+        except Exception:
+            fault("reading the SDK's client span")
         return contextlib.nullcontext(NonRecordingSpan(record.span.get_span_context()))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextvars
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import anyio
 
-from otel_mcp_cancel.attributes import bounded, http_protocol, is_tool_error, message_field
+from otel_mcp_cancel.attributes import MAPPINGS, bounded, http_protocol, is_tool_error, message_field
 from otel_mcp_cancel.conventions import (
     CLIENT_ADDRESS,
     CLIENT_PORT,
@@ -19,7 +19,7 @@ from otel_mcp_cancel.conventions import (
     NETWORK_TRANSPORT_TCP,
     TOOLS_CALL,
 )
-from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd, task_status
@@ -83,8 +83,8 @@ def created_task(result: object) -> CreatedTask | None:
     if message_field(result, "resultType") == "task":
         task = result
     else:
-        meta = message_field(result, "_meta") if isinstance(result, Mapping) else message_field(result, "meta")
-        task = message_field(result, "task") or (meta.get(DRAFT_TASK_META) if isinstance(meta, Mapping) else None)
+        meta = message_field(result, "_meta") if isinstance(result, MAPPINGS) else message_field(result, "meta")
+        task = message_field(result, "task") or (meta.get(DRAFT_TASK_META) if isinstance(meta, MAPPINGS) else None)
     task_id = message_field(task, "taskId") if task is not None else None
     if not isinstance(task_id, str):
         return None
@@ -112,7 +112,7 @@ def note_result(record: RequestRecord, result: object) -> None:
 
 def cancel_reason(params: object) -> str | None:
     """The reason a `notifications/cancelled` gave, if it is a string, cut to size."""
-    reason = params.get("reason") if isinstance(params, Mapping) else getattr(params, "reason", None)
+    reason = params.get("reason") if isinstance(params, MAPPINGS) else getattr(params, "reason", None)
     return bounded(reason) if isinstance(reason, str) else None
 
 
@@ -246,12 +246,15 @@ class ClientHooks(HookSet):
     def open(self, method: str, params: Any, request_id: object, write_stream: object) -> RequestRecord | None:
         """Start the CLIENT span of a request sent on `write_stream`, with its destination where known."""
         destination = client_transports.of_stream(write_stream)
-        record = self._telemetry.open(method, params, request_id, destination.get(NETWORK_TRANSPORT))
-        if record is not None:
-            record.session = write_stream  # the session it was sent in: its tasks end with it
-            record.span.set_attributes({key: value for key, value in destination.items() if key != NETWORK_TRANSPORT})
-            with contained("reading a client's session id"):
+        attributes = {key: value for key, value in destination.items() if key != NETWORK_TRANSPORT}
+        if destination:
+            try:
                 session_id = client_transports.session_id_of(write_stream)
                 if session_id is not None:  # none before the server assigned one in its `initialize` answer
-                    record.span.set_attribute(MCP_SESSION_ID, bounded(session_id))
+                    attributes[MCP_SESSION_ID] = bounded(session_id)
+            except Exception:
+                fault("reading a client's session id")
+        record = self._telemetry.open(method, params, request_id, destination.get(NETWORK_TRANSPORT), attributes)
+        if record is not None:
+            record.session = write_stream  # the session it was sent in: its tasks end with it
         return record

@@ -26,13 +26,11 @@ from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params, hand
 from mcp_types import INTERNAL_ERROR, REQUEST_TIMEOUT
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.conventions import (
-    JSONRPC_REQUEST_ID,
     NOTIFICATIONS_CANCELLED,
     TOOLS_LIST,
 )
-from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
     arg,
@@ -90,16 +88,20 @@ class ServerHooksV2(FrameworkHooks):
     async def _handle_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = dctx = None
         if self.active:
-            with contained("opening a server span"):
+            try:
                 req, dctx = arg(args, kwargs, 0, "req"), arg(args, kwargs, 1, "dctx")
                 if _is_server_handler(arg(args, kwargs, 3, "on_request")):
                     transport = network_transport(dctx.message_metadata)
                     record = self._telemetry.open(req.method, req.params, req.id, transport)
+            except Exception:
+                fault("opening a server span")
         if record is None:
             return await wrapped(*args, **kwargs)
-        with contained("reading a request's session and peer"):
+        try:
             record.in_session = self._telemetry.sessions.of(instance._read_stream)
             http_peer(record, dctx.message_metadata)
+        except Exception:
+            fault("reading a request's session and peer")
         record.session = instance
         LIVE.add(dctx, record)
         with self._telemetry.serving(record):
@@ -111,9 +113,11 @@ class ServerHooksV2(FrameworkHooks):
                 LIVE.discard(dctx, record)
 
     async def _write_result(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        with contained("observing an answer"):
+        try:
             if (record := self._answering(args, kwargs)) is not None:
                 note_result(record, arg(args, kwargs, 1, "result"))
+        except Exception:
+            fault("observing an answer")
         return await wrapped(*args, **kwargs)
 
     async def _write_error(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -210,8 +214,10 @@ class ServerHooksV2(FrameworkHooks):
         try:
             result = await observed(record.note_handler, wrapped, args, kwargs)
         finally:
-            with contained("reading the server's request context"):
+            try:
                 self._describe(record, runner, dctx)
+            except Exception:
+                fault("reading the server's request context")
         if record.method == TOOLS_LIST:
             with contained("reading a tools/list answer"):
                 tool_registry.learn_listing(runner.server, result)
@@ -223,8 +229,7 @@ class ServerHooksV2(FrameworkHooks):
         record.protocol_version = runner.connection.protocol_version
         record.server = runner.server
         if record.request_id is None and dctx.request_id is not None:
-            record.request_id = dctx.request_id
-            record.span.set_attribute(JSONRPC_REQUEST_ID, bounded(str(dctx.request_id)))
+            record.request_id, record.request_id_late = dctx.request_id, True  # on the span as it ends
 
     # -- sessions --------------------------------------------------------------
 
