@@ -15,6 +15,7 @@ process's CPU time (every thread: the exporter's too) per call, and what the cal
 - `plugin`: the plugin on both ends (instrument() before the block, uninstrument() after), with SDK
   providers as production runs them: batch span processor, periodic metric reader, OTLP/HTTP to a
   receiver in the parent process;
+- `glue`: the plugin on both ends with no-op providers: its own code, without the SDK's work;
 - `in situ`: no plugin; the same providers, and once per tools/call, as it returns, the SDK's own calls
   for what the plugin records per call: a SERVER and a CLIENT span with the attributes ours carry and
   their outcome, and one record in each duration histogram in its span's context (so with the exemplar
@@ -50,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from examples.otlp_sink import OtlpSink  # noqa: E402
 
-MODES = ("none", "plugin", "in situ", "loop")
+MODES = ("none", "plugin", "glue", "in situ", "loop")
 WARM_UP = 50
 FLUSH_EVERY = 256  # calls: 512 spans, one full export batch, well inside the span queue (2,048)
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
@@ -136,7 +137,7 @@ async def traffic_block(calls: int, flush: Callable[[], None] | None, after_call
         from mcp.server.mcpserver import MCPServer as Server
     except ImportError:  # mcp 1.x
         from mcp.server.fastmcp import FastMCP as Server
-    server = Server("hot-path")
+    server = Server("hot-path", log_level="WARNING")  # 1.x logs every request at INFO: noise, not work
 
     @server.tool()
     async def echo(text: str) -> str:
@@ -182,6 +183,8 @@ async def traffic_block(calls: int, flush: Callable[[], None] | None, after_call
 def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[str, list[float]]:
     """Every mode's CPU seconds per call, block by block, in this one process."""
     import anyio
+    from opentelemetry.metrics import NoOpMeterProvider
+    from opentelemetry.trace import NoOpTracerProvider
 
     from otel_mcp_cancel import McpCancelInstrumentor
 
@@ -203,7 +206,10 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
             return anyio.run(traffic_block, calls, flush, one_call)
         if mode == "loop":
             return loop_block(one_call, flush, calls)
-        instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        if mode == "glue":
+            instrumentor.instrument(tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider())
+        else:
+            instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
         try:
             return anyio.run(traffic_block, calls, flush, None)
         finally:
@@ -216,7 +222,7 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
         block(profile)
         profiler.disable()
         out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(os.environ.get("PROFILE_FILTER", ""), 30)
         print(out.getvalue(), file=sys.stderr)
         return {}
     measured: dict[str, list[float]] = {mode: [] for mode in MODES}
@@ -251,10 +257,12 @@ def summary(measured: dict[str, list[float]]) -> dict[str, float]:
 
     none = measured["none"]
     plugin_adds = [p - n for p, n in zip(measured["plugin"], none)]
+    glue_adds = [g - n for g, n in zip(measured["glue"], none)]
     in_situ_adds = [s - n for s, n in zip(measured["in situ"], none)]
     return {
         "none": median(none),
         "plugin adds": median(plugin_adds),
+        "glue": median(glue_adds),
         "in situ": median(in_situ_adds),
         "loop": median(measured["loop"]),
         "adds / in situ": statistics.median(p / s for p, s in zip(plugin_adds, in_situ_adds)),
@@ -288,12 +296,13 @@ def main() -> None:
     version = importlib.metadata.version("mcp")
     print(f"mcp {version}: {rounds} rounds x {blocks} blocks x {calls} tools/calls per mode, in one process over "
           "memory streams, CPU time per call (medians)")
-    print("| mcp | plugin | no telemetry µs | plugin adds µs | floor in situ µs | adds / in situ "
-          "| floor in a loop µs | adds / loop |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| mcp | plugin | no telemetry µs | plugin adds µs | of which its own code µs | floor in situ µs "
+          "| adds / in situ | floor in a loop µs | adds / loop |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in sources:
         row = summary(measured[name])
-        print(f"| {version} | {name} | {row['none']:.0f} | {row['plugin adds']:.0f} | {row['in situ']:.0f} | "
+        print(f"| {version} | {name} | {row['none']:.0f} | {row['plugin adds']:.0f} | {row['glue']:.0f} | "
+              f"{row['in situ']:.0f} | "
               f"{row['adds / in situ']:.2f} | {row['loop']:.0f} | {row['adds / loop']:.2f} |")
 
 

@@ -63,10 +63,18 @@ KNOWN_METHODS = frozenset(
 )
 
 
-# `dict` first: what the wire gives is a dict, and `isinstance(x, Mapping)` alone pays the ABC machinery
-# on every request.
-MAPPINGS = (dict, Mapping)
 _ABSENT = object()
+
+
+@functools.lru_cache(maxsize=256)
+def _is_mapping_type(kind: type) -> bool:
+    return issubclass(kind, Mapping)
+
+
+def is_mapping(value: object) -> bool:
+    """`isinstance(value, Mapping)`, asked of the ABC once per type: it runs on every request, for dicts
+    and models alike."""
+    return _is_mapping_type(type(value))
 
 
 def bounded(value: object) -> str:
@@ -96,7 +104,7 @@ def _unwrapped(message: object) -> object:
 def message_field(message: object, name: str) -> Any:
     """A field (named as on the wire) of a wire dict, a model, or a 1.x `ServerResult`/`ClientResult` around
     one; None if absent. A model may name it in snake case (the 2026-07-28 tasks extension's models do)."""
-    if isinstance(message, MAPPINGS):
+    if is_mapping(message):
         return message.get(name)
     model = _unwrapped(message)
     value = model_field(model, name)
@@ -105,7 +113,7 @@ def message_field(message: object, name: str) -> Any:
 
 def is_tool_error(result: object) -> bool:
     """A tools/call result with isError: the wire dict, the model a tool returned, or a 1.x ServerResult."""
-    if isinstance(result, MAPPINGS):
+    if is_mapping(result):
         return result.get("isError") is True
     result = _unwrapped(result)
     return model_field(result, "is_error") is True or model_field(result, "isError") is True
@@ -118,19 +126,19 @@ def _snake_case(name: str) -> str:
 
 def target_name(params: Mapping[str, Any] | None) -> str | None:
     """The tool or prompt name a request names, if it is a string."""
-    name = params.get("name") if isinstance(params, MAPPINGS) else None
+    name = params.get("name") if is_mapping(params) else None
     return bounded(name) if isinstance(name, str) else None
 
 
 def named_task(method: str, params: Mapping[str, Any] | None) -> str | None:
     """The task a `tasks/*` request names (`taskId`), cut to size."""
-    task_id = params.get("taskId") if method in TASK_METHODS and isinstance(params, MAPPINGS) else None
+    task_id = params.get("taskId") if method in TASK_METHODS and is_mapping(params) else None
     return bounded(task_id) if isinstance(task_id, str) else None
 
 
 def tool_arguments(params: Mapping[str, Any] | None) -> Any:
     """The arguments a tools/call request carries, as sent (None if its params are not a mapping)."""
-    return params.get("arguments") if isinstance(params, MAPPINGS) else None
+    return params.get("arguments") if is_mapping(params) else None
 
 
 def span_name(method: str, target: str | None, target_registered: bool) -> str:
@@ -166,7 +174,7 @@ def request_attributes(
             attributes[GEN_AI_TOOL_NAME] = target
     elif method == PROMPTS_GET and target is not None:
         attributes[GEN_AI_PROMPT_NAME] = target
-    uri = params.get("uri") if isinstance(params, MAPPINGS) else None
+    uri = params.get("uri") if is_mapping(params) else None
     if isinstance(uri, str):
         attributes[MCP_RESOURCE_URI] = bounded(uri)
     if network_transport is not None:

@@ -14,7 +14,7 @@ from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, Span, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import KNOWN_METHODS, MAPPINGS, bounded, camel_case, tool_arguments
+from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, camel_case, is_mapping, tool_arguments
 from otel_mcp_cancel.conventions import (
     EVENT_GHOST_RETRIED,
     EVENT_GHOST_SUPPRESSED,
@@ -47,8 +47,8 @@ logger = logging.getLogger("otel_mcp_cancel")
 
 def parent_context(params: Any) -> Context | None:
     """The trace context a client put in `params._meta`, or None to parent on the ambient context."""
-    meta = params.get("_meta") if isinstance(params, MAPPINGS) else None
-    if not isinstance(meta, MAPPINGS) or "traceparent" not in meta:
+    meta = params.get("_meta") if is_mapping(params) else None
+    if not is_mapping(meta) or "traceparent" not in meta:
         return None
     ctx = extract(meta)
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None

@@ -52,7 +52,8 @@ def with_trace_context(request_argument: Any) -> Any:
     meta = {} if params.meta is None else params.meta.model_dump(by_alias=True, exclude_none=True)
     meta = types.RequestParams.Meta.model_validate({**meta, **carrier})
     copy = request.model_copy(update={"params": params.model_copy(update={"meta": meta})})
-    return copy if request is request_argument else type(request_argument)(copy)
+    # Copied, not rebuilt: building the root model again would validate the request once more.
+    return copy if request is request_argument else request_argument.model_copy(update={"root": copy})
 
 
 async def _courtesy_cancel(session: Any, request_id: object, reason: str) -> None:

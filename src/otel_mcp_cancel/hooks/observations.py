@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import anyio
 
-from otel_mcp_cancel.attributes import MAPPINGS, bounded, http_protocol, is_tool_error, message_field
+from otel_mcp_cancel.attributes import bounded, http_protocol, is_mapping, is_tool_error, message_field
 from otel_mcp_cancel.conventions import (
     CLIENT_ADDRESS,
     CLIENT_PORT,
@@ -83,8 +83,8 @@ def created_task(result: object) -> CreatedTask | None:
     if message_field(result, "resultType") == "task":
         task = result
     else:
-        meta = message_field(result, "_meta") if isinstance(result, MAPPINGS) else message_field(result, "meta")
-        task = message_field(result, "task") or (meta.get(DRAFT_TASK_META) if isinstance(meta, MAPPINGS) else None)
+        meta = message_field(result, "_meta") if is_mapping(result) else message_field(result, "meta")
+        task = message_field(result, "task") or (meta.get(DRAFT_TASK_META) if is_mapping(meta) else None)
     task_id = message_field(task, "taskId") if task is not None else None
     if not isinstance(task_id, str):
         return None
@@ -112,7 +112,7 @@ def note_result(record: RequestRecord, result: object) -> None:
 
 def cancel_reason(params: object) -> str | None:
     """The reason a `notifications/cancelled` gave, if it is a string, cut to size."""
-    reason = params.get("reason") if isinstance(params, MAPPINGS) else getattr(params, "reason", None)
+    reason = params.get("reason") if is_mapping(params) else getattr(params, "reason", None)
     return bounded(reason) if isinstance(reason, str) else None
 
 

@@ -167,7 +167,8 @@ class ServerHooksV1(FrameworkHooks):
             with contained("observing an answer"):
                 response = arg(args, kwargs, 0, "response")
                 if (record := LIVE.find(instance)) is not None:
-                    record.note_handler(_handler_end(response))
+                    if record.handler is None:  # the framework's hook saw the user's function end first
+                        record.note_handler(_handler_end(response))
                     if not late:
                         if isinstance(response, types.ErrorData):
                             record.note_answer(Answer.error(response.code, response.message))
