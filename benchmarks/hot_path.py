@@ -15,7 +15,8 @@ process's CPU time (every thread: the exporter's too) per call, and what the cal
 - `plugin`: the plugin on both ends (instrument() before the block, uninstrument() after), with SDK
   providers as production runs them: batch span processor, periodic metric reader, OTLP/HTTP to a
   receiver in the parent process;
-- `glue`: the plugin on both ends with no-op providers: its own code, without the SDK's work;
+- `no-op`: the plugin on both ends with no-op providers (as with `OTEL_SDK_DISABLED=true`): what it costs
+  when nothing records (it should step aside);
 - `in situ`: no plugin; the same providers, and once per tools/call, as it returns, the SDK's own calls
   for what the plugin records per call: a SERVER and a CLIENT span with the attributes ours carry and
   their outcome, and one record in each duration histogram in its span's context (so with the exemplar
@@ -51,7 +52,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from examples.otlp_sink import OtlpSink  # noqa: E402
 
-MODES = ("none", "plugin", "glue", "in situ", "loop")
+MODES = ("none", "plugin", "no-op", "in situ", "loop")
 WARM_UP = 50
 FLUSH_EVERY = 256  # calls: 512 spans, one full export batch, well inside the span queue (2,048)
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
@@ -206,7 +207,7 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
             return anyio.run(traffic_block, calls, flush, one_call)
         if mode == "loop":
             return loop_block(one_call, flush, calls)
-        if mode == "glue":
+        if mode == "no-op":
             instrumentor.instrument(tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider())
         else:
             instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
@@ -257,12 +258,12 @@ def summary(measured: dict[str, list[float]]) -> dict[str, float]:
 
     none = measured["none"]
     plugin_adds = [p - n for p, n in zip(measured["plugin"], none)]
-    glue_adds = [g - n for g, n in zip(measured["glue"], none)]
+    no_op_adds = [g - n for g, n in zip(measured["no-op"], none)]
     in_situ_adds = [s - n for s, n in zip(measured["in situ"], none)]
     return {
         "none": median(none),
         "plugin adds": median(plugin_adds),
-        "glue": median(glue_adds),
+        "no-op": median(no_op_adds),
         "in situ": median(in_situ_adds),
         "loop": median(measured["loop"]),
         "adds / in situ": statistics.median(p / s for p, s in zip(plugin_adds, in_situ_adds)),
@@ -296,12 +297,12 @@ def main() -> None:
     version = importlib.metadata.version("mcp")
     print(f"mcp {version}: {rounds} rounds x {blocks} blocks x {calls} tools/calls per mode, in one process over "
           "memory streams, CPU time per call (medians)")
-    print("| mcp | plugin | no telemetry µs | plugin adds µs | of which its own code µs | floor in situ µs "
+    print("| mcp | plugin | no telemetry µs | plugin adds µs | with no-op providers µs | floor in situ µs "
           "| adds / in situ | floor in a loop µs | adds / loop |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in sources:
         row = summary(measured[name])
-        print(f"| {version} | {name} | {row['none']:.0f} | {row['plugin adds']:.0f} | {row['glue']:.0f} | "
+        print(f"| {version} | {name} | {row['none']:.0f} | {row['plugin adds']:.0f} | {row['no-op']:.0f} | "
               f"{row['in situ']:.0f} | "
               f"{row['adds / in situ']:.2f} | {row['loop']:.0f} | {row['adds / loop']:.2f} |")
 

@@ -61,6 +61,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
         from otel_mcp_cancel.client_telemetry import ClientTelemetry
         from otel_mcp_cancel.hooks import wrapping
         from otel_mcp_cancel.instruments import create_instruments
+        from otel_mcp_cancel.liveness import Recording
         from otel_mcp_cancel.request_telemetry import SpanOptions
         from otel_mcp_cancel.retries import GhostRetries
         from otel_mcp_cancel.server_telemetry import ServerTelemetry
@@ -74,6 +75,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
             cancelled_is_error=_cancelled_is_error(),
             capture_content=_capture_content(),
             user_hooks=UserHooks(kwargs.get("request_hook"), kwargs.get("response_hook")),
+            recording=Recording(tracer, meter),
         )
         telemetry = {
             SERVER: ServerTelemetry(tracer, instruments, GhostRetries(_retry_window()), options),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,7 @@ class SpanOptions:
     cancelled_is_error: bool  # OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS=error
     capture_content: bool  # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
     user_hooks: UserHooks
+    recording: Callable[[], bool]  # whether the providers given (or the global ones) record anything
 
 
 class RequestTelemetry:
@@ -99,6 +100,7 @@ class RequestTelemetry:
         self._cancelled_is_error = options.cancelled_is_error
         self._capture_content = options.capture_content
         self._user_hooks = options.user_hooks
+        self._recording = options.recording
         self.stopped = False  # uninstrument() ran: the hooks that would see answers are gone
 
     def parent(self, params: Any) -> Context | None:
@@ -115,7 +117,7 @@ class RequestTelemetry:
     ) -> RequestRecord | None:
         """Start the span for a request (with `attributes` besides the request's own); None when
         instrumentation is suppressed or fails."""
-        if not is_instrumentation_enabled():
+        if not self._recording() or not is_instrumentation_enabled():
             return None
         try:
             known, target = self.knows_method(method), target_name(params)
