@@ -4,6 +4,7 @@ same telemetry (2 spans and 2 histogram records, with the same attributes).
     python benchmarks/hot_path.py [--calls 300] [--blocks 12] [--rounds 3]   # on the installed mcp line
     python benchmarks/hot_path.py --profile plugin                            # cProfile of one block, top 30
     python benchmarks/hot_path.py --before /tmp/old/src                       # also another checkout's plugin
+    python benchmarks/hot_path.py --memory 100000                             # resident memory over 100,000 calls
 
 Client and server run in one process over memory streams: the full JSON-RPC path, no IPC noise. Each
 round is a fresh process (`--before`: one more, importing the plugin from that checkout) that runs the
@@ -127,10 +128,15 @@ def loop_block(one_call: Callable[[], None], flush: Callable[[], None], calls: i
     return (time.process_time() - started) / calls
 
 
-async def traffic_block(calls: int, flush: Callable[[], None] | None, after_call: Callable[[], None] | None) -> float:
+async def traffic_block(
+    calls: int,
+    flush: Callable[[], None] | None,
+    after_call: Callable[[], None] | None,
+    every: tuple[int, Callable[[int], None]] | None = None,
+) -> float:
     """CPU seconds per tools/call, the SDK's own client and server over memory streams; `flush()`, if given,
     runs inside the timing (what the calls left to export is part of their cost); `after_call()`, if given,
-    runs as each call returns."""
+    runs as each call returns; `every` = (n, report): report(calls so far) after every n calls."""
     import anyio
     from mcp.shared.memory import create_client_server_memory_streams
 
@@ -150,10 +156,12 @@ async def traffic_block(calls: int, flush: Callable[[], None] | None, after_call
         if flush is not None:
             flush()
         started = time.process_time()
-        for _ in range(calls):
+        for n in range(1, calls + 1):
             await session.call_tool("echo", {"text": "hello"})
             if after_call is not None:
                 after_call()
+            if every is not None and n % every[0] == 0:
+                every[1](n)
         if flush is not None:
             flush()
         return (time.process_time() - started) / calls
@@ -238,6 +246,35 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
     return measured
 
 
+def memory_child(calls: int, endpoint: str) -> dict[str, list[float]]:
+    """The plugin on both ends for `calls` calls in one session: resident memory (MiB) and the plugin's
+    requests still held, after every tenth of them (each after a flush and a full collection)."""
+    import anyio
+
+    from otel_mcp_cancel import McpCancelInstrumentor
+    from otel_mcp_cancel.request_state import LIVE
+
+    tracer_provider, meter_provider = providers(endpoint)
+
+    def flush() -> None:
+        tracer_provider.force_flush()
+        meter_provider.force_flush()
+
+    report: dict[str, list[float]] = {"calls": [], "rss_mib": [], "held": []}
+
+    def sample(done: int) -> None:
+        flush()
+        gc.collect()
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        report["calls"].append(done)
+        report["rss_mib"].append(pages * os.sysconf("SC_PAGE_SIZE") / 2**20)
+        report["held"].append(len(LIVE))
+
+    McpCancelInstrumentor().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    anyio.run(traffic_block, calls, flush, None, (max(calls // 10, 1), sample))
+    return report
+
+
 def run_child(calls: int, blocks: int, endpoint: str, profile: str | None = None,
               source: str | None = None) -> dict[str, list[float]]:
     """One round in a fresh process; `source`: import the plugin from that checkout's src/ instead."""
@@ -246,7 +283,7 @@ def run_child(calls: int, blocks: int, endpoint: str, profile: str | None = None
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, env=environment)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
-    if profile:
+    if profile and profile != "memory":
         print(done.stderr)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -279,6 +316,8 @@ def main() -> None:
     parser.add_argument("--profile", choices=MODES, help="profile one block of this mode instead of measuring")
     parser.add_argument("--smoke", action="store_true", help="a few calls each, to check that it works")
     parser.add_argument("--before", help="src/ of another checkout: its plugin is measured too, interleaved")
+    parser.add_argument("--memory", type=int, metavar="CALLS",
+                        help="instead: resident memory after every tenth of CALLS calls with the plugin on")
     options = parser.parse_args()
     calls, blocks, rounds = (20, 1, 1) if options.smoke else (options.calls, options.blocks, options.rounds)
     sink = OtlpSink(keep=False).start()
@@ -287,6 +326,13 @@ def main() -> None:
     try:
         if options.profile:
             run_child(calls, blocks, sink.endpoint, profile=options.profile)
+            return
+        if options.memory:
+            report = run_child(options.memory, 0, sink.endpoint, profile="memory")
+            print(f"mcp {importlib.metadata.version('mcp')}, the plugin on both ends, one session, memory streams")
+            print("| calls | resident MiB | requests the plugin still holds |\n|---|---|---|")
+            for done, mib, held in zip(report["calls"], report["rss_mib"], report["held"]):
+                print(f"| {done:,} | {mib:.1f} | {held:.0f} |")
             return
         for _ in range(rounds):
             for name, source in sources.items():
@@ -310,6 +356,7 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         calls, blocks, endpoint, profile = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] or None
-        print(json.dumps(child(calls, blocks, endpoint, profile)))
+        measured = memory_child(calls, endpoint) if profile == "memory" else child(calls, blocks, endpoint, profile)
+        print(json.dumps(measured))
     else:
         main()

@@ -18,6 +18,7 @@ from otel_mcp_cancel.task_telemetry import TaskTelemetry
 class ClientTelemetry(RequestTelemetry):
     kind = SpanKind.CLIENT
     role = "client"
+    names_target_at_start = True  # the tool names a client sends are its own code's choice: never folded
 
     def __init__(self, tracer: Tracer, instruments: Instruments, options: SpanOptions) -> None:
         super().__init__(tracer, instruments.client_operation_duration, current_client_record, options)

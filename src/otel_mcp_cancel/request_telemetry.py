@@ -86,6 +86,8 @@ class SpanOptions:
 class RequestTelemetry:
     kind: SpanKind
     role: str  # names the activity in a contained fault's log line
+    # Whether a span can take its target's name as it starts (else when the target is known to be served).
+    names_target_at_start = False
 
     def __init__(
         self,
@@ -121,8 +123,7 @@ class RequestTelemetry:
             return None
         try:
             known, target = self.knows_method(method), target_name(params)
-            # A client's names are its own code's choice and never fold: its span is named once, here.
-            name = span_name(method if known else OTHER, target if self.kind is SpanKind.CLIENT else None,
+            name = span_name(method if known else OTHER, target if self.names_target_at_start else None,
                              target_registered=True)
             start_attributes = request_attributes(method, known, params, target, request_id, network_transport)
             if attributes:
