@@ -73,6 +73,15 @@ def providers(endpoint: str) -> tuple[Any, Any]:
     return tracer_provider, MeterProvider(metric_readers=[reader])
 
 
+def flusher(tracer_provider: Any, meter_provider: Any) -> Callable[[], None]:
+    """Exports what the providers hold now."""
+    def flush() -> None:
+        tracer_provider.force_flush()
+        meter_provider.force_flush()
+
+    return flush
+
+
 class DroppedSpans(logging.Handler):
     """Counts the batch span processor's "Queue full, dropping" warnings."""
 
@@ -200,11 +209,7 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
     dropped = DroppedSpans()
     logging.getLogger("opentelemetry").addHandler(dropped)
     tracer_provider, meter_provider = providers(endpoint)
-
-    def flush() -> None:
-        tracer_provider.force_flush()
-        meter_provider.force_flush()
-
+    flush = flusher(tracer_provider, meter_provider)
     one_call = floor_calls(tracer_provider, meter_provider)
     instrumentor = McpCancelInstrumentor()
 
@@ -255,11 +260,7 @@ def memory_child(calls: int, endpoint: str) -> dict[str, list[float]]:
     from otel_mcp_cancel.request_state import LIVE
 
     tracer_provider, meter_provider = providers(endpoint)
-
-    def flush() -> None:
-        tracer_provider.force_flush()
-        meter_provider.force_flush()
-
+    flush = flusher(tracer_provider, meter_provider)
     report: dict[str, list[float]] = {"calls": [], "rss_mib": [], "held": []}
 
     def sample(done: int) -> None:
@@ -275,15 +276,16 @@ def memory_child(calls: int, endpoint: str) -> dict[str, list[float]]:
     return report
 
 
-def run_child(calls: int, blocks: int, endpoint: str, profile: str | None = None,
+def run_child(job: str, calls: int, blocks: int, endpoint: str, profile: str | None = None,
               source: str | None = None) -> dict[str, list[float]]:
-    """One round in a fresh process; `source`: import the plugin from that checkout's src/ instead."""
-    command = [sys.executable, __file__, "--child", str(calls), str(blocks), endpoint, profile or ""]
+    """One round (`job`: measure, profile or memory) in a fresh process; `source`: import the plugin from
+    that checkout's src/ instead."""
+    command = [sys.executable, __file__, "--child", job, str(calls), str(blocks), endpoint, profile or ""]
     environment = {**os.environ, "PYTHONPATH": source} if source else None
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, env=environment)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
-    if profile and profile != "memory":
+    if job == "profile":
         print(done.stderr)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -326,10 +328,10 @@ def main() -> None:
     measured: dict[str, dict[str, list[float]]] = {name: {mode: [] for mode in MODES} for name in sources}
     try:
         if options.profile:
-            run_child(calls, blocks, sink.endpoint, profile=options.profile)
+            run_child("profile", calls, blocks, sink.endpoint, profile=options.profile)
             return
         if options.memory:
-            report = run_child(options.memory, 0, sink.endpoint, profile="memory")
+            report = run_child("memory", options.memory, 0, sink.endpoint)
             print(f"mcp {importlib.metadata.version('mcp')}, the plugin on both ends, one session, memory streams")
             print("| calls | resident MiB | requests the plugin still holds |\n|---|---|---|")
             for done, mib, held in zip(report["calls"], report["rss_mib"], report["held"]):
@@ -337,7 +339,7 @@ def main() -> None:
             return
         for _ in range(rounds):
             for name, source in sources.items():
-                for mode, values in run_child(calls, blocks, sink.endpoint, source=source).items():
+                for mode, values in run_child("measure", calls, blocks, sink.endpoint, source=source).items():
                     measured[name][mode] += values
     finally:
         sink.stop()
@@ -356,8 +358,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        calls, blocks, endpoint, profile = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] or None
-        measured = memory_child(calls, endpoint) if profile == "memory" else child(calls, blocks, endpoint, profile)
+        job, endpoint, profile = sys.argv[2], sys.argv[5], sys.argv[6] or None
+        calls, blocks = int(sys.argv[3]), int(sys.argv[4])
+        measured = memory_child(calls, endpoint) if job == "memory" else child(calls, blocks, endpoint, profile)
         print(json.dumps(measured))
     else:
         main()
