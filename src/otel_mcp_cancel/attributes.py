@@ -95,6 +95,19 @@ def model_field(model: object, name: str) -> Any:
     return getattr(model, name, None)
 
 
+def model_values(message: object) -> dict[str, Any] | None:
+    """A pydantic model's field values by name (the inner model's, for a 1.x `ServerResult`/`ClientResult`),
+    when they are all it holds: None for a model with extras, a wire dict, or anything else, which are read
+    name by name. Most answers are plain models: one look decides what they hold."""
+    values = getattr(message, "__dict__", None)
+    if values is not None and "root" in values:
+        message = values["root"]
+        values = getattr(message, "__dict__", None)
+    if values is None or getattr(message, "__pydantic_extra__", _ABSENT) is _ABSENT:
+        return None
+    return None if message.__pydantic_extra__ else values
+
+
 def _unwrapped(message: object) -> object:
     """The model inside a 1.x `ServerResult`/`ClientResult` (a root model), or the message itself."""
     root = model_field(message, "root")
@@ -115,6 +128,9 @@ def is_tool_error(result: object) -> bool:
     """A tools/call result with isError: the wire dict, the model a tool returned, or a 1.x ServerResult."""
     if is_mapping(result):
         return result.get("isError") is True
+    values = model_values(result)
+    if values is not None:
+        return values.get("is_error") is True or values.get("isError") is True
     result = _unwrapped(result)
     return model_field(result, "is_error") is True or model_field(result, "isError") is True
 

@@ -109,6 +109,11 @@ class RequestTelemetry:
         """The context to parent the span on; None: the ambient one."""
         return None
 
+    def traced(self) -> bool:
+        """Whether a request arriving now gets a span: something records, and instrumentation is not
+        suppressed. A hook that must prepare what `open` takes (a 1.x model's wire form) asks first."""
+        return self._recording() and is_instrumentation_enabled()
+
     def open(
         self,
         method: str,
@@ -119,7 +124,7 @@ class RequestTelemetry:
     ) -> RequestRecord | None:
         """Start the span for a request (with `attributes` besides the request's own); None when
         instrumentation is suppressed or fails."""
-        if not self._recording() or not is_instrumentation_enabled():
+        if not self.traced():
             return None
         try:
             known, target = self.knows_method(method), target_name(params)

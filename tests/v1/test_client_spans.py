@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import anyio
 import pytest
 from mcp import types
 from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
+from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.trace import SpanKind
 
-from tests.conftest import Captured, instrumented
+from otel_mcp_cancel.user_hooks import McpRequestInfo
+from tests.conftest import SPANS, Captured, instrumentation, instrumented
 from tests.raw_peer import lowlevel_of
 from tests.servers import Gates, notes_server
 from tests.support import until
@@ -95,3 +98,35 @@ async def test_with_courtesy_cancels_a_timeout_is_cancelled_on_both_sides(courte
     assert [(e.name, dict(e.attributes)) for e in server_span.events] == [
         ("mcp.request.cancelled", {"mcp.cancel.reason": "timed out"})
     ]
+
+
+async def test_the_wire_carries_the_callers_meta_its_progress_token_and_the_trace_context() -> None:
+    """1.x has no place to inject: the request's wire form gets `traceparent` beside what the caller and the
+    SDK put in `_meta`, while the client's span keeps the params the caller gave."""
+    seen: dict[str, Any] = {}
+
+    def request_hook(span: Any, request: McpRequestInfo) -> None:
+        if request.method == "tools/call":
+            seen[request.side] = request.params
+
+    meta = types.RequestParams.Meta.model_validate({"tenant": "acme"})
+    params = types.CallToolRequestParams(name="echo", arguments={"text": "a"}, _meta=meta)
+    call = types.ClientRequest(types.CallToolRequest(method="tools/call", params=params))
+    SPANS.clear()
+    with instrumentation(meter_provider=MeterProvider(), request_hook=request_hook):
+        async with create_connected_server_and_client_session(lowlevel_of(notes_server(Gates()))) as session:
+            await session.send_request(call, types.CallToolResult, progress_callback=_ignore_progress)
+    (client,) = [s for s in SPANS.get_finished_spans() if s.kind is SpanKind.CLIENT and s.name == "tools/call echo"]
+    traceparent = f"00-{client.context.trace_id:032x}-{client.context.span_id:016x}-{client.context.trace_flags:02x}"
+    request_id = int(client.attributes["jsonrpc.request.id"])  # 1.x's progress token for a request is its id
+    assert seen["client"] == {"name": "echo", "arguments": {"text": "a"}, "_meta": {"tenant": "acme"}}
+    assert seen["server"] == {
+        "name": "echo",
+        "arguments": {"text": "a"},
+        "_meta": {"tenant": "acme", "traceparent": traceparent, "progressToken": request_id},
+    }
+    assert call.root.params.meta is meta and meta.model_dump() == {"progressToken": None, "tenant": "acme"}
+
+
+async def _ignore_progress(progress: float, total: float | None, message: str | None = None) -> None:
+    return None

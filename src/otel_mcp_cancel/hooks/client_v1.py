@@ -3,26 +3,24 @@ requests to its client).
 
 It returns the result, raises `McpError` with the peer's error (or 1.x's cancel acknowledgement), raises
 `McpError(408)` when the read timeout fired, or is cancelled with the caller. 1.x has no OpenTelemetry:
-the hook sends a copy of the request with W3C `traceparent` in `params._meta` (requests sent without
-params get params for it, as 2.x does), so the server's span joins the caller's trace.
+the hook hands `send_request` the request behind a proxy whose wire form carries W3C `traceparent` in
+`params._meta`, so the server's span joins the caller's trace.
 """
 
 from __future__ import annotations
 
-import functools
-import typing
 from typing import Any
 
 import anyio
+import wrapt
 from mcp import ClientSession, types
 from mcp.shared.exceptions import McpError
 from opentelemetry.propagate import inject
-from pydantic import BaseModel
 
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
-from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.hooks.observations import ClientHooks, arg, note_result, wire_params
+from otel_mcp_cancel.faults import contained, fault
+from otel_mcp_cancel.hooks.observations import WIRE_DUMP, ClientHooks, arg, note_result
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import error_answer
 
@@ -31,29 +29,32 @@ _READ_TIMEOUT_CODE = 408
 _COURTESY_CANCEL_SECONDS = 5
 
 
-@functools.lru_cache(maxsize=None)
-def _params_type(request_type: type) -> Any:
-    """The params model a request type takes, for a request sent without params (ping, 1.30's tools/list)."""
-    annotation = request_type.model_fields["params"].annotation
-    return next((t for t in typing.get_args(annotation) if isinstance(t, type) and issubclass(t, BaseModel)), None)
+class TracedRequest(wrapt.ObjectProxy):  # type: ignore[misc]
+    """The caller's request as `send_request` sees it: the same object in every respect but its wire form,
+    which carries W3C trace context in `params._meta` (requests sent without params get params for it,
+    as 2.x does). 1.x has no place to inject trace context; its `send_request` dumps the request once,
+    with `model_dump(**WIRE_DUMP)`, and sends that (1.12.3 to 1.30). The caller's request, its params
+    and its `_meta` are never changed: a caller may reuse or inspect them."""
+
+    def __init__(self, request: Any, wire: dict[str, Any], carrier: dict[str, str]) -> None:
+        super().__init__(request)
+        self._self_wire = wire  # the request's wire form, dumped once for its span and reused here
+        self._self_carrier = carrier
+
+    def model_dump(self, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs != WIRE_DUMP:
+            return self.__wrapped__.model_dump(*args, **kwargs)
+        params = self._self_wire.get("params") or {}
+        # New dicts down to `_meta`: the SDK adds its progress token there, and the span's params stay as sent.
+        meta = {**(params.get("_meta") or {}), **self._self_carrier}
+        return {**self._self_wire, "params": {**params, "_meta": meta}}
 
 
-def with_trace_context(request_argument: Any) -> Any:
-    """A copy of the outgoing request with W3C `traceparent` in `params._meta`. The caller's request, its
-    params and its `_meta` are never changed: a caller may reuse or inspect them."""
-    request = getattr(request_argument, "root", request_argument)
+def with_trace_context(request: Any, wire: dict[str, Any]) -> Any:
+    """The request to send in place of `request` (whose wire form is `wire`): traced, if there is trace context."""
     carrier: dict[str, str] = {}
     inject(carrier)
-    if not carrier:
-        return request_argument
-    params = request.params
-    if params is None:
-        params = _params_type(type(request))()
-    meta = {} if params.meta is None else params.meta.model_dump(by_alias=True, exclude_none=True)
-    meta = types.RequestParams.Meta.model_validate({**meta, **carrier})
-    copy = request.model_copy(update={"params": params.model_copy(update={"meta": meta})})
-    # Copied, not rebuilt: building the root model again would validate the request once more.
-    return copy if request is request_argument else request_argument.model_copy(update={"root": copy})
+    return TracedRequest(request, wire, carrier) if carrier else request
 
 
 async def _courtesy_cancel(session: Any, request_id: object, reason: str) -> None:
@@ -84,16 +85,21 @@ class ClientHooksV1(ClientHooks):
 
     async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record, outgoing = None, arg(args, kwargs, 0, "request")
-        if self.active:
-            with contained("opening a client span"):
+        if self.active and self._telemetry.traced():
+            try:
                 request = getattr(outgoing, "root", outgoing)  # FastMCP 2.x passes bare requests
-                record = self.open(request.method, wire_params(request), instance._request_id, instance._write_stream)
+                wire = request.model_dump(**WIRE_DUMP)
+                record = self.open(request.method, wire.get("params"), instance._request_id, instance._write_stream)
+            except Exception:
+                fault("opening a client span")
         if record is None:
             return await wrapped(*args, **kwargs)
         with self._telemetry.serving(record):
-            with contained("injecting trace context"):
-                traced = with_trace_context(outgoing)
+            try:
+                traced = with_trace_context(outgoing, wire)
                 args, kwargs = ((traced, *args[1:]), kwargs) if args else (args, {**kwargs, "request": traced})
+            except Exception:
+                fault("injecting trace context")
             try:
                 result = await wrapped(*args, **kwargs)
             except anyio.get_cancelled_exc_class():

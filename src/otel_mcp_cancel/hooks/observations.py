@@ -9,7 +9,14 @@ from typing import Any, NamedTuple
 
 import anyio
 
-from otel_mcp_cancel.attributes import bounded, http_protocol, is_mapping, is_tool_error, message_field
+from otel_mcp_cancel.attributes import (
+    bounded,
+    http_protocol,
+    is_mapping,
+    is_tool_error,
+    message_field,
+    model_values,
+)
 from otel_mcp_cancel.conventions import (
     CLIENT_ADDRESS,
     CLIENT_PORT,
@@ -57,10 +64,14 @@ def http_peer(record: RequestRecord, message_metadata: object) -> None:
     record.span.set_attributes(attributes)
 
 
+# How mcp 1.x dumps a model to put it on the wire (1.12.3 to 1.30).
+WIRE_DUMP = {"by_alias": True, "mode": "json", "exclude_none": True}
+
+
 def wire_params(request: Any) -> dict[str, Any] | None:
     """A 1.x request model's params as they go on the wire (with `_meta`), or None."""
     params = getattr(request, "params", None)
-    return None if params is None else params.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return None if params is None else params.model_dump(**WIRE_DUMP)
 
 
 def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
@@ -80,6 +91,14 @@ def created_task(result: object) -> CreatedTask | None:
     """The task a `CreateTaskResult` created, or None for any other result: nested (`{task: {...}}`, spec
     2025-11-25), flat with `resultType: "task"` (the 2026-07-28 tasks extension), or a stub result naming
     it in `_meta` (FastMCP 2.x, a draft of 2025-11-25)."""
+    values = model_values(result)
+    if (
+        values is not None
+        and "task" not in (values.get("resultType"), values.get("result_type"))
+        and values.get("task") is None
+        and values.get("meta") is None
+    ):
+        return None  # a plain model that names no task: most answers, decided in one look
     if message_field(result, "resultType") == "task":
         task = result
     else:

@@ -138,7 +138,7 @@ class ServerHooksV1(FrameworkHooks):
 
     async def _handle_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = responder = None
-        if self.active:
+        if self.active and self._telemetry.traced():
             with contained("opening a server span"):
                 responder = arg(args, kwargs, 0, "message")
                 record = self._open(responder, instance, arg(args, kwargs, 2, "session"))
@@ -149,7 +149,7 @@ class ServerHooksV1(FrameworkHooks):
     async def _received_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """`initialize` is answered here, in the receive loop, and never reaches `Server._handle_request`."""
         record = responder = None
-        if self.active:
+        if self.active and self._telemetry.traced():
             with contained("opening a server span"):
                 responder = arg(args, kwargs, 0, "responder")
                 if isinstance(responder.request.root, types.InitializeRequest):
