@@ -117,8 +117,7 @@ class LiveRequests:
             record.note_cancel(early[1], early[2])
 
     def find(self, key: object) -> RequestRecord | None:
-        with self._lock:
-            return self._records.get(id(key))
+        return self._records.get(id(key))  # one read: atomic, no lock needed
 
     def note_cancel(self, key: object, reason: str | None) -> RequestRecord | None:
         """Note a cancel on the request's record, or keep it until the record opens. Returns the record."""

@@ -28,7 +28,7 @@ from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import camel_case
 from otel_mcp_cancel.conventions import TOOLS_LIST
-from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
     arg,
@@ -119,11 +119,12 @@ class ServerHooksV1(FrameworkHooks):
         if record is not None:
             record.server, record.session = server, session
             record.protocol_version = _negotiated_version(session)
-            with contained("reading a request's session and peer"):
+            try:
                 record.in_session = self._telemetry.sessions.of(session._read_stream)
                 http_peer(record, responder.message_metadata)
+            except Exception:
+                fault("reading a request's session and peer")
         return record
-
 
     async def _serve(self, record: RequestRecord, responder: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
         LIVE.add(responder, record)
@@ -139,9 +140,11 @@ class ServerHooksV1(FrameworkHooks):
     async def _handle_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = responder = None
         if self.active and self._telemetry.traced():
-            with contained("opening a server span"):
+            try:
                 responder = arg(args, kwargs, 0, "message")
                 record = self._open(responder, instance, arg(args, kwargs, 2, "session"))
+            except Exception:
+                fault("opening a server span")
         if record is None:
             return await wrapped(*args, **kwargs)
         return await self._serve(record, responder, wrapped, args, kwargs)
@@ -150,10 +153,12 @@ class ServerHooksV1(FrameworkHooks):
         """`initialize` is answered here, in the receive loop, and never reaches `Server._handle_request`."""
         record = responder = None
         if self.active and self._telemetry.traced():
-            with contained("opening a server span"):
+            try:
                 responder = arg(args, kwargs, 0, "responder")
                 if isinstance(responder.request.root, types.InitializeRequest):
                     record = self._open(responder, None, instance)
+            except Exception:
+                fault("opening a server span")
         if record is None:
             return await wrapped(*args, **kwargs)
         try:
@@ -164,7 +169,7 @@ class ServerHooksV1(FrameworkHooks):
     async def _respond(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         late = _acknowledged(instance)
         if self.active:
-            with contained("observing an answer"):
+            try:
                 response = arg(args, kwargs, 0, "response")
                 if (record := LIVE.find(instance)) is not None:
                     if record.handler is None:  # the framework's hook saw the user's function end first
@@ -175,6 +180,8 @@ class ServerHooksV1(FrameworkHooks):
                         else:
                             note_result(record, response)
                         self._learn_listing(record, response)
+            except Exception:
+                fault("observing an answer")
         if late and self.active and self._guard:
             return None  # the peer already has its one answer; a second would end the session
         try:
