@@ -152,13 +152,13 @@ class ServerHooksV1(FrameworkHooks):
     async def _received_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """`initialize` is answered here, in the receive loop, and never reaches `Server._handle_request`."""
         record = responder = None
-        if self.active and self._telemetry.traced():
-            try:
-                responder = arg(args, kwargs, 0, "responder")
-                if isinstance(responder.request.root, types.InitializeRequest):
-                    record = self._open(responder, None, instance)
-            except Exception:
-                fault("opening a server span")
+        try:
+            responder = arg(args, kwargs, 0, "responder")
+            initialize = isinstance(responder.request.root, types.InitializeRequest)  # asked first: it is rare
+            if initialize and self.active and self._telemetry.traced():
+                record = self._open(responder, None, instance)
+        except Exception:
+            fault("opening a server span")
         if record is None:
             return await wrapped(*args, **kwargs)
         try:
