@@ -5,6 +5,8 @@ same telemetry (2 spans and 2 histogram records, with the same attributes).
     python benchmarks/hot_path.py --profile plugin                            # cProfile of one block, top 30
     python benchmarks/hot_path.py --before /tmp/old/src                       # also another checkout's plugin
     python benchmarks/hot_path.py --memory 100000                             # resident memory over 100,000 calls
+    python benchmarks/hot_path.py --instructions --calls 50                   # instructions per call (valgrind)
+    python benchmarks/hot_path.py --in-flight 1,100,1000 --calls 1000        # added CPU with many calls in flight
 
 Client and server run in one process over memory streams: the full JSON-RPC path, no IPC noise. Each
 round is a fresh process (`--before`: one more, importing the plugin from that checkout) that runs the
@@ -40,11 +42,13 @@ import json
 import logging
 import os
 import pstats
+import re
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -142,10 +146,13 @@ async def traffic_block(
     flush: Callable[[], None] | None,
     after_call: Callable[[], None] | None,
     every: tuple[int, Callable[[int], None]] | None = None,
+    in_flight: int = 1,
 ) -> float:
     """CPU seconds per tools/call, the SDK's own client and server over memory streams; `flush()`, if given,
     runs inside the timing (what the calls left to export is part of their cost); `after_call()`, if given,
-    runs as each call returns; `every` = (n, report): report(calls so far) after every n calls."""
+    runs as each call returns; `every` = (n, report): report(calls so far) after every n calls;
+    `in_flight` > 1: the calls are made by that many concurrent callers on the one session (and neither
+    `after_call` nor `every` is called)."""
     import anyio
     from mcp.shared.memory import create_client_server_memory_streams
 
@@ -165,6 +172,18 @@ async def traffic_block(
         if flush is not None:
             flush()
         started = time.process_time()
+        if in_flight > 1:
+
+            async def caller(share: int) -> None:
+                for _ in range(share):
+                    await session.call_tool("echo", {"text": "hello"})
+
+            async with anyio.create_task_group() as callers:
+                for n in range(in_flight):
+                    callers.start_soon(caller, calls // in_flight + (1 if n < calls % in_flight else 0))
+            if flush is not None:
+                flush()
+            return (time.process_time() - started) / calls
         for n in range(1, calls + 1):
             await session.call_tool("echo", {"text": "hello"})
             if after_call is not None:
@@ -198,8 +217,9 @@ async def traffic_block(
     return seconds
 
 
-def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[str, list[float]]:
-    """Every mode's CPU seconds per call, block by block, in this one process."""
+def block_runner(calls: int, endpoint: str) -> tuple[Callable[..., float], DroppedSpans]:
+    """A function running one block of a mode in this process (`block(mode, in_flight=1)`: none, plugin and
+    no-op take more than one call in flight), and the count of spans the SDK dropped."""
     import anyio
     from opentelemetry.metrics import NoOpMeterProvider
     from opentelemetry.trace import NoOpTracerProvider
@@ -213,9 +233,9 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
     one_call = floor_calls(tracer_provider, meter_provider)
     instrumentor = McpCancelInstrumentor()
 
-    def block(mode: str) -> float:
+    def block(mode: str, in_flight: int = 1) -> float:
         if mode == "none":
-            return anyio.run(traffic_block, calls, None, None)
+            return anyio.run(traffic_block, calls, None, None, None, in_flight)
         if mode == "in situ":
             return anyio.run(traffic_block, calls, flush, one_call)
         if mode == "loop":
@@ -225,9 +245,16 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
         else:
             instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
         try:
-            return anyio.run(traffic_block, calls, flush, None)
+            return anyio.run(traffic_block, calls, flush, None, None, in_flight)
         finally:
             instrumentor.uninstrument()
+
+    return block, dropped
+
+
+def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[str, list[float]]:
+    """Every mode's CPU seconds per call, block by block, in this one process."""
+    block, dropped = block_runner(calls, endpoint)
 
     if profile is not None:
         block(profile)  # warm: imports and first-use caches stay out of the profile
@@ -246,6 +273,32 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
             seconds = block(mode)
             if n > 0:  # the first pass warms every mode
                 measured[mode].append(seconds)
+    if dropped.count:
+        raise SystemExit(f"the span processor dropped spans ({dropped.count} warnings): the measurement is void")
+    return measured
+
+
+def count_child(calls: int, endpoint: str, mode: str) -> dict[str, list[float]]:
+    """One block of `mode`, for the parent to count its instructions (this process runs under valgrind)."""
+    block, dropped = block_runner(calls, endpoint)
+    block(mode)
+    if dropped.count:
+        raise SystemExit(f"the span processor dropped spans ({dropped.count} warnings): the count is void")
+    return {}
+
+
+def in_flight_child(calls: int, blocks: int, endpoint: str, levels: str) -> dict[str, list[float]]:
+    """CPU seconds per call of `none` and `plugin` with each number of calls in flight, block by block,
+    interleaved as in `child`."""
+    block, dropped = block_runner(calls, endpoint)
+    runs = [(mode, int(level)) for level in levels.split(",") for mode in ("none", "plugin")]
+    measured: dict[str, list[float]] = {f"{mode}@{level}": [] for mode, level in runs}
+    for n in range(blocks + 1):
+        for mode, level in runs if n % 2 == 0 else runs[::-1]:
+            gc.collect()
+            seconds = block(mode, level)
+            if n > 0:
+                measured[f"{mode}@{level}"].append(seconds)
     if dropped.count:
         raise SystemExit(f"the span processor dropped spans ({dropped.count} warnings): the measurement is void")
     return measured
@@ -276,18 +329,51 @@ def memory_child(calls: int, endpoint: str) -> dict[str, list[float]]:
     return report
 
 
-def run_child(job: str, calls: int, blocks: int, endpoint: str, profile: str | None = None,
-              source: str | None = None) -> dict[str, list[float]]:
-    """One round (`job`: measure, profile or memory) in a fresh process; `source`: import the plugin from
-    that checkout's src/ instead."""
-    command = [sys.executable, __file__, "--child", job, str(calls), str(blocks), endpoint, profile or ""]
-    environment = {**os.environ, "PYTHONPATH": source} if source else None
+def run_child(
+    job: str,
+    calls: int,
+    blocks: int,
+    endpoint: str,
+    mode: str | None = None,
+    source: str | None = None,
+    prefix: tuple[str, ...] = (),
+    environment: dict[str, str] | None = None,
+) -> tuple[dict[str, list[float]], str]:
+    """One round (`job`: measure, profile, count or memory; `mode`: the one profiled or counted) in a fresh
+    process, run under `prefix` if given; `source`: import the plugin from that checkout's src/ instead.
+    Returns what it measured and what it printed on stderr."""
+    command = [*prefix, sys.executable, __file__, "--child", job, str(calls), str(blocks), endpoint, mode or ""]
+    environment = {**os.environ, **(environment or {}), **({"PYTHONPATH": source} if source else {})}
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, env=environment)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
-    if job == "profile":
-        print(done.stderr)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+INSTRUCTION_MODES = ("none", "plugin", "in situ")
+
+
+def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict[str, float]:
+    """Each mode's instructions per tools/call as valgrind counts them: a count, not a time, so free of the
+    machine's noise (though blind to caches). Two processes per mode, one block of `calls` and one of
+    5 × `calls`: start-up and warm-up cancel in their difference."""
+    valgrind = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+    # Under valgrind a call takes some 50 times as long: the SDK's export timers (5 s, 60 s) would fire inside
+    # blocks where natively they never do. Off, as natively, spans are exported a full batch at a time, and
+    # what is left at the block's flush (once per block: it cancels in the difference).
+    timers_off = {"OTEL_BSP_SCHEDULE_DELAY": "3600000", "OTEL_METRIC_EXPORT_INTERVAL": "3600000"}
+
+    def count(job: tuple[str, int]) -> int:
+        _, stderr = run_child("count", job[1], 0, endpoint, job[0], source, valgrind, timers_off)
+        found = re.search(r"I\s+refs:\s+([\d,]+)", stderr)
+        if found is None:
+            raise SystemExit(f"valgrind printed no count: {stderr[-2000:]}")
+        return int(found.group(1).replace(",", ""))
+
+    jobs = [(mode, n) for mode in INSTRUCTION_MODES for n in (calls, 5 * calls)]
+    with ThreadPoolExecutor(os.cpu_count()) as pool:
+        counted = dict(zip(jobs, pool.map(count, jobs)))
+    return {mode: (counted[mode, 5 * calls] - counted[mode, calls]) / (4 * calls) for mode in INSTRUCTION_MODES}
 
 
 def summary(measured: dict[str, list[float]]) -> dict[str, float]:
@@ -321,6 +407,10 @@ def main() -> None:
     parser.add_argument("--before", help="src/ of another checkout: its plugin is measured too, interleaved")
     parser.add_argument("--memory", type=int, metavar="CALLS",
                         help="instead: resident memory after every tenth of CALLS calls with the plugin on")
+    parser.add_argument("--in-flight", metavar="LEVELS",
+                        help="instead: the plugin's added CPU per call with these many calls in flight (1,100,1000)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="instead: instructions per call, counted by valgrind (blocks of --calls and 5x that)")
     options = parser.parse_args()
     calls, blocks, rounds = (20, 1, 1) if options.smoke else (options.calls, options.blocks, options.rounds)
     sink = OtlpSink(keep=False).start()
@@ -328,10 +418,18 @@ def main() -> None:
     measured: dict[str, dict[str, list[float]]] = {name: {mode: [] for mode in MODES} for name in sources}
     try:
         if options.profile:
-            run_child("profile", calls, blocks, sink.endpoint, profile=options.profile)
+            print(run_child("profile", calls, blocks, sink.endpoint, mode=options.profile)[1])
+            return
+        if options.instructions:
+            per_block = 2 if options.smoke else options.calls
+            print_instructions({name: instructions_per_call(per_block, sink.endpoint, source)
+                                for name, source in sources.items()})
+            return
+        if options.in_flight:
+            print_in_flight(options.in_flight, calls, blocks, rounds, sink.endpoint)
             return
         if options.memory:
-            report = run_child("memory", options.memory, 0, sink.endpoint)
+            report, _ = run_child("memory", options.memory, 0, sink.endpoint)
             print(f"mcp {importlib.metadata.version('mcp')}, the plugin on both ends, one session, memory streams")
             print("| calls | resident MiB | requests the plugin still holds |\n|---|---|---|")
             for done, mib, held in zip(report["calls"], report["rss_mib"], report["held"]):
@@ -339,7 +437,7 @@ def main() -> None:
             return
         for _ in range(rounds):
             for name, source in sources.items():
-                for mode, values in run_child("measure", calls, blocks, sink.endpoint, source=source).items():
+                for mode, values in run_child("measure", calls, blocks, sink.endpoint, source=source)[0].items():
                     measured[name][mode] += values
     finally:
         sink.stop()
@@ -356,11 +454,46 @@ def main() -> None:
               f"{row['adds / in situ']:.2f} | {row['loop']:.0f} | {row['adds / loop']:.2f} |")
 
 
+def print_in_flight(levels: str, calls: int, blocks: int, rounds: int, endpoint: str) -> None:
+    measured: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for key, values in run_child("in-flight", calls, blocks, endpoint, mode=levels)[0].items():
+            measured.setdefault(key, []).extend(values)
+    version = importlib.metadata.version("mcp")
+    print(f"mcp {version}: {rounds} rounds x {blocks} blocks x {calls} tools/calls, CPU time per call (medians)")
+    print("| mcp | in flight | no telemetry µs | plugin adds µs | adds / adds with 1 in flight |")
+    print("|---|---|---|---|---|")
+    adds = {}
+    for level in levels.split(","):
+        none = measured[f"none@{level}"]
+        adds[level] = statistics.median(p - n for p, n in zip(measured[f"plugin@{level}"], none))
+        print(f"| {version} | {level} | {1e6 * statistics.median(none):.0f} | {1e6 * adds[level]:.0f} | "
+              f"{adds[level] / adds[levels.split(',')[0]]:.2f} |")
+
+
+def print_instructions(counted: dict[str, dict[str, float]]) -> None:
+    version = importlib.metadata.version("mcp")
+    print(f"mcp {version}: instructions per tools/call, counted by valgrind, in one process over memory streams")
+    print("| mcp | plugin | no telemetry M | plugin adds M | floor in situ M | adds / in situ |")
+    print("|---|---|---|---|---|---|")
+    for name, per_call in counted.items():
+        none, plugin, in_situ = (per_call[mode] / 1e6 for mode in INSTRUCTION_MODES)
+        print(f"| {version} | {name} | {none:.3f} | {plugin - none:.3f} | {in_situ - none:.3f} | "
+              f"{(plugin - none) / (in_situ - none):.2f} |")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        job, endpoint, profile = sys.argv[2], sys.argv[5], sys.argv[6] or None
+        job, endpoint, mode = sys.argv[2], sys.argv[5], sys.argv[6] or None
         calls, blocks = int(sys.argv[3]), int(sys.argv[4])
-        measured = memory_child(calls, endpoint) if job == "memory" else child(calls, blocks, endpoint, profile)
+        if job == "memory":
+            measured = memory_child(calls, endpoint)
+        elif job == "count":
+            measured = count_child(calls, endpoint, mode)
+        elif job == "in-flight":
+            measured = in_flight_child(calls, blocks, endpoint, mode)
+        else:
+            measured = child(calls, blocks, endpoint, mode)
         print(json.dumps(measured))
     else:
         main()

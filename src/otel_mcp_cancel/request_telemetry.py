@@ -121,10 +121,12 @@ class RequestTelemetry:
         request_id: object,
         network_transport: str | None,
         attributes: Mapping[str, Any] | None = None,
+        *,
+        checked: bool = False,
     ) -> RequestRecord | None:
-        """Start the span for a request (with `attributes` besides the request's own); None when
-        instrumentation is suppressed or fails."""
-        if not self.traced():
+        """Start the span for a request (with `attributes` besides the request's own); None when nothing
+        records, instrumentation is suppressed, or it fails. `checked`: the hook asked `traced()` just now."""
+        if not checked and not self.traced():
             return None
         try:
             known, target = self.knows_method(method), target_name(params)

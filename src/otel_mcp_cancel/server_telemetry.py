@@ -76,8 +76,10 @@ class ServerTelemetry(RequestTelemetry):
     def parent(self, params: Any) -> Context | None:
         return parent_context(params)
 
-    def open(self, method: str, params: Any, request_id: object, network_transport: str | None) -> RequestRecord | None:
-        record = super().open(method, params, request_id, network_transport)
+    def open(
+        self, method: str, params: Any, request_id: object, network_transport: str | None, *, checked: bool = False
+    ) -> RequestRecord | None:
+        record = super().open(method, params, request_id, network_transport, checked=checked)
         if record is not None and record.task_id is not None:
             record.on_result = self.tasks.answered
         return record

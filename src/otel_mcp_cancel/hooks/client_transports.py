@@ -68,8 +68,7 @@ def destination(helper: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> d
 
 def _entry(write_stream: object) -> tuple[Any, dict[str, Any], Callable[[], object] | None] | None:
     """What is remembered of this write stream's transport, if a wrapped helper yielded it and it is open."""
-    with _lock:
-        entry = _open.get(id(write_stream))
+    entry = _open.get(id(write_stream))  # one read: atomic, no lock needed
     return entry if entry is not None and entry[0] is write_stream else None
 
 

@@ -89,7 +89,8 @@ class ClientHooksV1(ClientHooks):
             try:
                 request = getattr(outgoing, "root", outgoing)  # FastMCP 2.x passes bare requests
                 wire = request.model_dump(**WIRE_DUMP)
-                record = self.open(request.method, wire.get("params"), instance._request_id, instance._write_stream)
+                params, request_id = wire.get("params"), instance._request_id
+                record = self.open(request.method, params, request_id, instance._write_stream, checked=True)
             except Exception:
                 fault("opening a client span")
         if record is None:

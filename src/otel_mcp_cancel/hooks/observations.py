@@ -262,8 +262,11 @@ class ClientHooks(HookSet):
                 return client_transports.Remembered(context_manager, destination)
         return context_manager
 
-    def open(self, method: str, params: Any, request_id: object, write_stream: object) -> RequestRecord | None:
-        """Start the CLIENT span of a request sent on `write_stream`, with its destination where known."""
+    def open(
+        self, method: str, params: Any, request_id: object, write_stream: object, *, checked: bool = False
+    ) -> RequestRecord | None:
+        """Start the CLIENT span of a request sent on `write_stream`, with its destination where known.
+        `checked`: the hook asked `traced()` just now."""
         destination = client_transports.of_stream(write_stream)
         attributes = {key: value for key, value in destination.items() if key != NETWORK_TRANSPORT}
         if destination:
@@ -273,7 +276,8 @@ class ClientHooks(HookSet):
                     attributes[MCP_SESSION_ID] = bounded(session_id)
             except Exception:
                 fault("reading a client's session id")
-        record = self._telemetry.open(method, params, request_id, destination.get(NETWORK_TRANSPORT), attributes)
+        transport = destination.get(NETWORK_TRANSPORT)
+        record = self._telemetry.open(method, params, request_id, transport, attributes, checked=checked)
         if record is not None:
             record.session = write_stream  # the session it was sent in: its tasks end with it
         return record

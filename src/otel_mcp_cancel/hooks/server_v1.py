@@ -115,7 +115,8 @@ class ServerHooksV1(FrameworkHooks):
     def _open(self, responder: Any, server: Any, session: Any) -> RequestRecord | None:
         request = responder.request.root
         transport = network_transport(responder.message_metadata)
-        record = self._telemetry.open(request.method, wire_params(request), responder.request_id, transport)
+        params = wire_params(request)
+        record = self._telemetry.open(request.method, params, responder.request_id, transport, checked=True)
         if record is not None:
             record.server, record.session = server, session
             record.protocol_version = _negotiated_version(session)
