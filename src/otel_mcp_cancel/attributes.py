@@ -124,8 +124,13 @@ def message_field(message: object, name: str) -> Any:
     return value if value is not None or name.islower() else model_field(model, _snake_case(name))
 
 
+_PLAIN_TYPES = frozenset({str, bytes, int, float, bool, list, tuple, type(None)})
+
+
 def is_tool_error(result: object) -> bool:
     """A tools/call result with isError: the wire dict, the model a tool returned, or a 1.x ServerResult."""
+    if type(result) in _PLAIN_TYPES:  # what most tools return: no isError in it
+        return False
     if is_mapping(result):
         return result.get("isError") is True
     values = model_values(result)
@@ -143,7 +148,7 @@ def _snake_case(name: str) -> str:
 def target_name(params: Mapping[str, Any] | None) -> str | None:
     """The tool or prompt name a request names, if it is a string."""
     name = params.get("name") if is_mapping(params) else None
-    return bounded(name) if isinstance(name, str) else None
+    return name[:MAX_ATTRIBUTE_LENGTH] if isinstance(name, str) else None
 
 
 def named_task(method: str, params: Mapping[str, Any] | None) -> str | None:
@@ -159,9 +164,10 @@ def tool_arguments(params: Mapping[str, Any] | None) -> Any:
 
 def span_name(method: str, target: str | None, target_registered: bool) -> str:
     """`{mcp.method.name} {target}`; an unregistered target folds to _OTHER to keep span names low-cardinality."""
+    # Slices, not `bounded`: these are strings, and this runs several times on every request.
     if target is None:
-        return bounded(method)
-    return f"{bounded(method)} {target if target_registered else OTHER}"
+        return method[:MAX_ATTRIBUTE_LENGTH]
+    return f"{method[:MAX_ATTRIBUTE_LENGTH]} {target if target_registered else OTHER}"
 
 
 def method_attributes(method: str, method_known: bool) -> dict[str, Any]:
@@ -181,9 +187,9 @@ def request_attributes(
 ) -> dict[str, Any]:
     """Span attributes known when a request arrives. A method not in the protocol's list gets its
     attributes once the request is over, when it is known whether the server serves it."""
-    attributes: dict[str, Any] = {MCP_METHOD_NAME: bounded(method)} if method_known else {}
+    attributes: dict[str, Any] = {MCP_METHOD_NAME: method[:MAX_ATTRIBUTE_LENGTH]} if method_known else {}
     if request_id is not None:
-        attributes[JSONRPC_REQUEST_ID] = bounded(str(request_id))
+        attributes[JSONRPC_REQUEST_ID] = str(request_id)[:MAX_ATTRIBUTE_LENGTH]
     if method == TOOLS_CALL:
         attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
         if target is not None:

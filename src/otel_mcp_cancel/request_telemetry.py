@@ -101,7 +101,8 @@ class RequestTelemetry:
         self.current = current
         self._cancelled_is_error = options.cancelled_is_error
         self._capture_content = options.capture_content
-        self._user_hooks = options.user_hooks
+        # None when the user gave no hook: nothing to call on every request.
+        self._user_hooks = options.user_hooks if options.user_hooks.installed else None
         self._recording = options.recording
         self.stopped = False  # uninstrument() ran: the hooks that would see answers are gone
 
@@ -139,7 +140,8 @@ class RequestTelemetry:
                                            attributes=start_attributes)
             record = RequestRecord(method, params, request_id, network_transport, span, known, target, name)
             record.task_id = named_task(method, params)
-            self._user_hooks.on_request(self.role, record)
+            if self._user_hooks is not None:
+                self._user_hooks.on_request(self.role, record)
             return record
         except Exception:
             fault(f"opening a {self.role} span")
@@ -150,20 +152,22 @@ class RequestTelemetry:
         return Serving(self, record)
 
     def finish(self, record: RequestRecord) -> None:
+        ended = False
         try:
             if self.stopped and record.answer is None and not record.cancelled:
                 return  # in flight across uninstrument(), its answer unseen: no verdict rather than a wrong one
-            self._conclude(record)
+            ended = self._conclude(record)
         finally:
-            if record.span.is_recording():  # whatever failed above, the span still ends
+            if not ended:  # whatever failed above, the span still ends
                 try:
                     record.span.end()
                 except Exception:
                     fault(f"ending a {self.role} span")
 
-    def _conclude(self, record: RequestRecord) -> None:
-        """Classify, describe, measure and end. Each part is contained on its own: a failing detail
-        (a lookup, a risk, a hook) loses only itself, never the name, outcome, status or duration."""
+    def _conclude(self, record: RequestRecord) -> bool:
+        """Classify, describe, measure and end; whether it ended the span. Each part is contained on its own:
+        a failing detail (a lookup, a risk, a hook) loses only itself, never the name, outcome, status or
+        duration."""
         role = self.role
         try:
             self.resolve(record)
@@ -179,7 +183,7 @@ class RequestTelemetry:
             )
         except Exception:
             fault(f"classifying a {role} request")
-            return
+            return False
         outcome = verdict_attributes(record.method, verdict)  # on the span and on the metric alike
         span = record.span
         try:
@@ -213,7 +217,8 @@ class RequestTelemetry:
             self.annotate(record, verdict)
         except Exception:
             fault(f"annotating a {role} span")
-        self._user_hooks.on_response(role, record, verdict)  # after ours: the user's word is last
+        if self._user_hooks is not None:
+            self._user_hooks.on_response(role, record, verdict)  # after ours: the user's word is last
         try:
             metric = metric_attributes(*metric_fields(record), tuple(outcome.items()))
             self._duration.record(time.perf_counter() - record.started, metric)
@@ -223,6 +228,7 @@ class RequestTelemetry:
             span.end()  # last: a span processor that raises here costs no measurement
         except Exception:
             fault(f"ending a {role} span")
+        return True
 
     def record_duration(self, seconds: float, attributes: dict[str, Any]) -> None:
         """A point of this side's operation-duration histogram that no request's end records: a task's."""

@@ -40,11 +40,12 @@ ResponseHook = Callable[[Span, McpRequestInfo, McpResponseInfo], None]
 
 
 class UserHooks:
-    __slots__ = ("_request_hook", "_response_hook")
+    __slots__ = ("_request_hook", "_response_hook", "installed")
 
     def __init__(self, request_hook: RequestHook | None = None, response_hook: ResponseHook | None = None) -> None:
         self._request_hook = request_hook if callable(request_hook) else None
         self._response_hook = response_hook if callable(response_hook) else None
+        self.installed = self._request_hook is not None or self._response_hook is not None
 
     def on_request(self, side: str, record: RequestRecord) -> None:
         if self._request_hook is not None:
