@@ -360,8 +360,9 @@ def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict
     valgrind = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
     # Under valgrind a call takes some 50 times as long: the SDK's export timers (5 s, 60 s) would fire inside
     # blocks where natively they never do. Off, as natively, spans are exported a full batch at a time, and
-    # what is left at the block's flush (once per block: it cancels in the difference).
-    timers_off = {"OTEL_BSP_SCHEDULE_DELAY": "3600000", "OTEL_METRIC_EXPORT_INTERVAL": "3600000"}
+    # what is left at the block's flush (once per block: it cancels in the difference). A fixed hash seed:
+    # the same dict and set probes in every process.
+    timers_off = {"OTEL_BSP_SCHEDULE_DELAY": "3600000", "OTEL_METRIC_EXPORT_INTERVAL": "3600000", "PYTHONHASHSEED": "0"}
 
     def count(job: tuple[str, int]) -> int:
         _, stderr = run_child("count", job[1], 0, endpoint, job[0], source, valgrind, timers_off)

@@ -183,10 +183,11 @@ class FrameworkHooks(HookSet):
 
     async def tool_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = current_record.get()
-        if self.active and record is not None:
-            record.tool_registered = True  # the framework only runs tools it has registered
-            record.registered_annotations = getattr(instance, "annotations", None)
-        return await self.user_function(wrapped, instance, args, kwargs)
+        if not self.active or record is None:
+            return await wrapped(*args, **kwargs)
+        record.tool_registered = True  # the framework only runs tools it has registered
+        record.registered_annotations = getattr(instance, "annotations", None)
+        return await observed(record.note_handler, wrapped, args, kwargs)
 
     async def user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = current_record.get()

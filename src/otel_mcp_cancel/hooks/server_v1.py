@@ -180,7 +180,8 @@ class ServerHooksV1(FrameworkHooks):
                             record.note_answer(Answer.error(response.code, response.message))
                         else:
                             note_result(record, response)
-                        self._learn_listing(record, response)
+                        if record.method == TOOLS_LIST:
+                            self._learn_listing(record, response)
             except Exception:
                 fault("observing an answer")
         if late and self.active and self._guard:
@@ -219,6 +220,6 @@ class ServerHooksV1(FrameworkHooks):
 
     @staticmethod
     def _learn_listing(record: RequestRecord, response: Any) -> None:
-        if record.method == TOOLS_LIST and record.server is not None:
+        if record.server is not None:
             tools = getattr(getattr(response, "root", None), "tools", None) or []
             tool_registry.learn(record.server, [(tool.name, camel_case(tool.annotations)) for tool in tools])
