@@ -8,9 +8,12 @@ from typing import Any
 
 import anyio
 import pytest
+import wrapt
 from mcp import types
 from mcp.shared.exceptions import McpError
 from mcp.shared.memory import create_connected_server_and_client_session
+from mcp.shared.session import BaseSession
+from opentelemetry.instrumentation.utils import unwrap
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.trace import SpanKind
 
@@ -130,3 +133,29 @@ async def test_the_wire_carries_the_callers_meta_its_progress_token_and_the_trac
 
 async def _ignore_progress(progress: float, total: float | None, message: str | None = None) -> None:
     return None
+
+
+async def test_a_hook_inside_ours_that_changes_the_request_is_not_undone() -> None:
+    """Another instrumentation wrapped before ours sees our traced request and may set `_meta` on it; what
+    it set goes on the wire beside our trace context."""
+    seen: list[Any] = []
+
+    async def tagging(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        request = args[0]
+        if isinstance(request.root, types.CallToolRequest):
+            request.root.params.meta = types.RequestParams.Meta.model_validate({"tagged": "yes"})
+        return await wrapped(*args, **kwargs)
+
+    def request_hook(span: Any, request: McpRequestInfo) -> None:
+        if request.side == "server" and request.method == "tools/call":
+            seen.append(request.params["_meta"])
+
+    wrapt.wrap_function_wrapper("mcp.shared.session", "BaseSession.send_request", tagging)
+    try:
+        with instrumentation(meter_provider=MeterProvider(), request_hook=request_hook):
+            async with create_connected_server_and_client_session(lowlevel_of(notes_server(Gates()))) as session:
+                await session.call_tool("echo", {"text": "a"})
+    finally:
+        unwrap(BaseSession, "send_request")
+    ((meta),) = seen
+    assert meta["tagged"] == "yes" and meta["traceparent"].startswith("00-")

@@ -20,7 +20,7 @@ from opentelemetry.propagate import inject
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained, fault
-from otel_mcp_cancel.hooks.observations import WIRE_DUMP, ClientHooks, arg, note_result
+from otel_mcp_cancel.hooks.observations import WIRE_DUMP, ClientHooks, arg, note_result, wire_params
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import error_answer
 
@@ -36,25 +36,25 @@ class TracedRequest(wrapt.ObjectProxy):  # type: ignore[misc]
     with `model_dump(**WIRE_DUMP)`, and sends that (1.12.3 to 1.30). The caller's request, its params
     and its `_meta` are never changed: a caller may reuse or inspect them."""
 
-    def __init__(self, request: Any, wire: dict[str, Any], carrier: dict[str, str]) -> None:
+    def __init__(self, request: Any, carrier: dict[str, str]) -> None:
         super().__init__(request)
-        self._self_wire = wire  # the request's wire form, dumped once for its span and reused here
         self._self_carrier = carrier
 
     def model_dump(self, *args: Any, **kwargs: Any) -> Any:
+        # Dumped now, not reused from the span's: a hook wrapped inside ours may have changed the request.
+        wire = self.__wrapped__.model_dump(*args, **kwargs)
         if args or kwargs != WIRE_DUMP:
-            return self.__wrapped__.model_dump(*args, **kwargs)
-        params = self._self_wire.get("params") or {}
-        # New dicts down to `_meta`: the SDK adds its progress token there, and the span's params stay as sent.
-        meta = {**(params.get("_meta") or {}), **self._self_carrier}
-        return {**self._self_wire, "params": {**params, "_meta": meta}}
+            return wire
+        params = wire.get("params") or {}
+        wire["params"] = {**params, "_meta": {**(params.get("_meta") or {}), **self._self_carrier}}
+        return wire
 
 
-def with_trace_context(request: Any, wire: dict[str, Any]) -> Any:
-    """The request to send in place of `request` (whose wire form is `wire`): traced, if there is trace context."""
+def with_trace_context(request: Any) -> Any:
+    """The request to send in place of `request`: traced, if there is trace context to send."""
     carrier: dict[str, str] = {}
     inject(carrier)
-    return TracedRequest(request, wire, carrier) if carrier else request
+    return TracedRequest(request, carrier) if carrier else request
 
 
 async def _courtesy_cancel(session: Any, request_id: object, reason: str) -> None:
@@ -88,8 +88,7 @@ class ClientHooksV1(ClientHooks):
         if self.active and self._telemetry.traced():
             try:
                 request = getattr(outgoing, "root", outgoing)  # FastMCP 2.x passes bare requests
-                wire = request.model_dump(**WIRE_DUMP)
-                params, request_id = wire.get("params"), instance._request_id
+                params, request_id = wire_params(request), instance._request_id
                 record = self.open(request.method, params, request_id, instance._write_stream, checked=True)
             except Exception:
                 fault("opening a client span")
@@ -97,7 +96,7 @@ class ClientHooksV1(ClientHooks):
             return await wrapped(*args, **kwargs)
         with self._telemetry.serving(record):
             try:
-                traced = with_trace_context(outgoing, wire)
+                traced = with_trace_context(outgoing)
                 args, kwargs = ((traced, *args[1:]), kwargs) if args else (args, {**kwargs, "request": traced})
             except Exception:
                 fault("injecting trace context")
