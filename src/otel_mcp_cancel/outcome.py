@@ -74,6 +74,8 @@ class Answer:
 
     @classmethod
     def result(cls, is_tool_error: bool, task_status: str | None = None) -> Answer:
+        if task_status is None:  # the answers of most requests: one shared, frozen instance each
+            return _TOOL_ERROR_RESULT if is_tool_error else _RESULT
         return cls(AnswerKind.RESULT, is_tool_error=is_tool_error, task_status=task_status)
 
     @classmethod
@@ -84,6 +86,9 @@ class Answer:
     def cancel_ack(cls) -> Answer:
         return cls(AnswerKind.CANCEL_ACK)
 
+
+_RESULT = Answer(AnswerKind.RESULT)
+_TOOL_ERROR_RESULT = Answer(AnswerKind.RESULT, is_tool_error=True)
 
 # What mcp 1.x answers a cancelled request with. A client seeing it knows the call was cancelled.
 CANCEL_ACK_CODE = 0
@@ -112,6 +117,13 @@ class Verdict:
         return self.ghost_handler_outcome is not None
 
 
+# The verdicts of most requests: one shared, frozen instance each.
+_OK = Verdict(OUTCOME_OK)
+_TOOL_ERROR = Verdict(
+    OUTCOME_FAILED, error_type=ERROR_TYPE_TOOL_ERROR, span_error=True, description=TOOL_ERROR_DESCRIPTION
+)
+
+
 def classify(
     handler: HandlerEnd | None,
     answer: Answer | None,
@@ -136,11 +148,7 @@ def classify(
     if answer is not None and answer.kind is AnswerKind.RESULT and answer.task_status is not None:
         return Verdict(None, task_status=answer.task_status)  # bounded where the answer was noted
     if answer is not None and answer.kind is AnswerKind.RESULT:
-        if answer.is_tool_error:
-            return Verdict(
-                OUTCOME_FAILED, error_type=ERROR_TYPE_TOOL_ERROR, span_error=True, description=TOOL_ERROR_DESCRIPTION
-            )
-        return Verdict(OUTCOME_OK)
+        return _TOOL_ERROR if answer.is_tool_error else _OK
     if answer is not None and answer.kind is AnswerKind.ERROR:
         code = None if answer.code is None else str(answer.code)
         return Verdict(

@@ -269,8 +269,9 @@ class ClientHooks(HookSet):
         """Start the CLIENT span of a request sent on `write_stream`, with its destination where known.
         `checked`: the hook asked `traced()` just now."""
         destination = client_transports.of_stream(write_stream)
-        attributes = {key: value for key, value in destination.items() if key != NETWORK_TRANSPORT}
-        if destination:
+        attributes = None
+        if destination:  # none over memory streams
+            attributes = {key: value for key, value in destination.items() if key != NETWORK_TRANSPORT}
             try:
                 session_id = client_transports.session_id_of(write_stream)
                 if session_id is not None:  # none before the server assigned one in its `initialize` answer
