@@ -7,6 +7,7 @@ same telemetry (2 spans and 2 histogram records, with the same attributes).
     python benchmarks/hot_path.py --memory 100000                             # resident memory over 100,000 calls
     python benchmarks/hot_path.py --instructions --calls 50                   # instructions per call (valgrind)
     python benchmarks/hot_path.py --in-flight 1,100,1000 --calls 1000        # added CPU with many calls in flight
+    python benchmarks/hot_path.py --user-hooks ...                            # the plugin with (no-op) user hooks
 
 Client and server run in one process over memory streams: the full JSON-RPC path, no IPC noise. Each
 round is a fresh process (`--before`: one more, importing the plugin from that checkout) that runs the
@@ -61,6 +62,20 @@ MODES = ("none", "plugin", "no-op", "in situ", "loop")
 WARM_UP = 50
 FLUSH_EVERY = 256  # calls: 512 spans, one full export batch, well inside the span queue (2,048)
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
+USER_HOOKS = "HOT_PATH_USER_HOOKS"  # set (by --user-hooks) in a child's environment: the plugin runs with hooks
+
+
+def title() -> str:
+    hooks = ", the plugin with user hooks" if os.environ.get(USER_HOOKS) else ""
+    return f"mcp {importlib.metadata.version('mcp')}{hooks}"
+
+
+def user_hooks() -> dict[str, Any]:
+    """`instrument()`'s hook arguments: a request_hook and a response_hook that do nothing, if asked for (what is
+    measured is what the plugin pays to call them), else none."""
+    if not os.environ.get(USER_HOOKS):
+        return {}
+    return {"request_hook": lambda span, request: None, "response_hook": lambda span, request, response: None}
 
 
 def providers(endpoint: str) -> tuple[Any, Any]:
@@ -243,7 +258,7 @@ def block_runner(calls: int, endpoint: str) -> tuple[Callable[..., float], Dropp
         if mode == "no-op":
             instrumentor.instrument(tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider())
         else:
-            instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+            instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider, **user_hooks())
         try:
             return anyio.run(traffic_block, calls, flush, None, None, in_flight)
         finally:
@@ -410,9 +425,13 @@ def main() -> None:
                         help="instead: resident memory after every tenth of CALLS calls with the plugin on")
     parser.add_argument("--in-flight", metavar="LEVELS",
                         help="instead: the plugin's added CPU per call with these many calls in flight (1,100,1000)")
+    parser.add_argument("--user-hooks", action="store_true",
+                        help="the plugin with a request_hook and a response_hook (that do nothing)")
     parser.add_argument("--instructions", action="store_true",
                         help="instead: instructions per call, counted by valgrind (blocks of --calls and 5x that)")
     options = parser.parse_args()
+    if options.user_hooks:
+        os.environ[USER_HOOKS] = "1"  # the children inherit it
     calls, blocks, rounds = (20, 1, 1) if options.smoke else (options.calls, options.blocks, options.rounds)
     sink = OtlpSink(keep=False).start()
     sources = {"this checkout": None, **({options.before: options.before} if options.before else {})}
@@ -443,7 +462,7 @@ def main() -> None:
     finally:
         sink.stop()
     version = importlib.metadata.version("mcp")
-    print(f"mcp {version}: {rounds} rounds x {blocks} blocks x {calls} tools/calls per mode, in one process over "
+    print(f"{title()}: {rounds} rounds x {blocks} blocks x {calls} tools/calls per mode, in one process over "
           "memory streams, CPU time per call (medians)")
     print("| mcp | plugin | no telemetry µs | plugin adds µs | with no-op providers µs | floor in situ µs "
           "| adds / in situ | floor in a loop µs | adds / loop |")
@@ -461,7 +480,7 @@ def print_in_flight(levels: str, calls: int, blocks: int, rounds: int, endpoint:
         for key, values in run_child("in-flight", calls, blocks, endpoint, mode=levels)[0].items():
             measured.setdefault(key, []).extend(values)
     version = importlib.metadata.version("mcp")
-    print(f"mcp {version}: {rounds} rounds x {blocks} blocks x {calls} tools/calls, CPU time per call (medians)")
+    print(f"{title()}: {rounds} rounds x {blocks} blocks x {calls} tools/calls, CPU time per call (medians)")
     print("| mcp | in flight | no telemetry µs | plugin adds µs | adds / adds with 1 in flight |")
     print("|---|---|---|---|---|")
     adds = {}
@@ -474,7 +493,7 @@ def print_in_flight(levels: str, calls: int, blocks: int, rounds: int, endpoint:
 
 def print_instructions(counted: dict[str, dict[str, float]]) -> None:
     version = importlib.metadata.version("mcp")
-    print(f"mcp {version}: instructions per tools/call, counted by valgrind, in one process over memory streams")
+    print(f"{title()}: instructions per tools/call, counted by valgrind, in one process over memory streams")
     print("| mcp | plugin | no telemetry M | plugin adds M | floor in situ M | adds / in situ |")
     print("|---|---|---|---|---|---|")
     for name, per_call in counted.items():
