@@ -281,13 +281,22 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(os.environ.get("PROFILE_FILTER", ""), 30)
         print(out.getvalue(), file=sys.stderr)
         return {}
-    measured: dict[str, list[float]] = {mode: [] for mode in MODES}
+    return interleaved({mode: (mode, 1) for mode in MODES}, blocks, block, dropped)
+
+
+def interleaved(
+    runs: dict[str, tuple[str, int]], blocks: int, block: Callable[..., float], dropped: DroppedSpans
+) -> dict[str, list[float]]:
+    """Each run's (mode, calls in flight) CPU seconds per call, block by block, the runs interleaved (the order
+    reversed every other pass); the first pass warms them all. Void if the span processor dropped a span."""
+    measured: dict[str, list[float]] = {name: [] for name in runs}
+    order = list(runs)
     for n in range(blocks + 1):
-        for mode in MODES if n % 2 == 0 else MODES[::-1]:
+        for name in order if n % 2 == 0 else order[::-1]:
             gc.collect()
-            seconds = block(mode)
-            if n > 0:  # the first pass warms every mode
-                measured[mode].append(seconds)
+            seconds = block(*runs[name])
+            if n > 0:
+                measured[name].append(seconds)
     if dropped.count:
         raise SystemExit(f"the span processor dropped spans ({dropped.count} warnings): the measurement is void")
     return measured
@@ -306,17 +315,8 @@ def in_flight_child(calls: int, blocks: int, endpoint: str, levels: str) -> dict
     """CPU seconds per call of `none` and `plugin` with each number of calls in flight, block by block,
     interleaved as in `child`."""
     block, dropped = block_runner(calls, endpoint)
-    runs = [(mode, int(level)) for level in levels.split(",") for mode in ("none", "plugin")]
-    measured: dict[str, list[float]] = {f"{mode}@{level}": [] for mode, level in runs}
-    for n in range(blocks + 1):
-        for mode, level in runs if n % 2 == 0 else runs[::-1]:
-            gc.collect()
-            seconds = block(mode, level)
-            if n > 0:
-                measured[f"{mode}@{level}"].append(seconds)
-    if dropped.count:
-        raise SystemExit(f"the span processor dropped spans ({dropped.count} warnings): the measurement is void")
-    return measured
+    runs = {f"{mode}@{level}": (mode, int(level)) for level in levels.split(",") for mode in ("none", "plugin")}
+    return interleaved(runs, blocks, block, dropped)
 
 
 def memory_child(calls: int, endpoint: str) -> dict[str, list[float]]:
@@ -483,12 +483,12 @@ def print_in_flight(levels: str, calls: int, blocks: int, rounds: int, endpoint:
     print(f"{title()}: {rounds} rounds x {blocks} blocks x {calls} tools/calls, CPU time per call (medians)")
     print("| mcp | in flight | no telemetry µs | plugin adds µs | adds / adds with 1 in flight |")
     print("|---|---|---|---|---|")
-    adds = {}
+    first = None
     for level in levels.split(","):
         none = measured[f"none@{level}"]
-        adds[level] = statistics.median(p - n for p, n in zip(measured[f"plugin@{level}"], none))
-        print(f"| {version} | {level} | {1e6 * statistics.median(none):.0f} | {1e6 * adds[level]:.0f} | "
-              f"{adds[level] / adds[levels.split(',')[0]]:.2f} |")
+        adds = statistics.median(p - n for p, n in zip(measured[f"plugin@{level}"], none))
+        first = adds if first is None else first
+        print(f"| {version} | {level} | {1e6 * statistics.median(none):.0f} | {1e6 * adds:.0f} | {adds / first:.2f} |")
 
 
 def print_instructions(counted: dict[str, dict[str, float]]) -> None:
