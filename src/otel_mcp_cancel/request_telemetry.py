@@ -209,11 +209,10 @@ class RequestTelemetry:
                 span.set_status(Status(StatusCode.ERROR, verdict.description))
         except Exception:
             fault(f"recording a {role} outcome")
-        if verdict.outcome == OUTCOME_CANCELLED or self._capture_content:
-            try:
-                self._describe_span(record, verdict)
-            except Exception:
-                fault(f"describing a {role} span")
+        try:
+            self._describe_span(record, verdict)
+        except Exception:
+            fault(f"describing a {role} span")
         try:
             self.annotate(record, verdict)
         except Exception:
