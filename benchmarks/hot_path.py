@@ -26,10 +26,16 @@ process's CPU time (every thread: the exporter's too) per call, and what the cal
   their outcome, and one record in each duration histogram in its span's context (so with the exemplar
   ours carry). The floor as the traffic around it leaves the CPU's caches: the same calls cost about
   twice as much here as in a loop of nothing else;
+- `in place`: no plugin; the same SDK calls, each made where an instrumentation has to make it: the CLIENT
+  span's start before each call and its end (outcome, record, end) as it returns, the SERVER span's around
+  the server's tools/call handler (a plain closure the handler is registered behind, nothing else). The
+  same instructions as `in situ`, spread through the request as the plugin's are, amid mcp's own work;
 - `loop`: the same SDK calls in a loop of nothing else (the floor as issue #17 first measured it).
 `plugin adds` = plugin − none, paired block by block; the ratios to report are the medians' ratios,
-plugin adds / in situ adds, and plugin adds / loop. A run fails if the span processor dropped a span:
-a floor that exports less than it records is no floor.
+plugin adds / in situ adds, plugin adds / in place adds, and plugin adds / loop. `--instructions` also
+counts `plugin, no propagation` (the plugin with no propagator, as with `OTEL_PROPAGATORS=none`): what the
+plugin's count exceeds it by is what trace propagation costs, the one thing it does that no floor does.
+A run fails if the span processor dropped a span: a floor that exports less than it records is no floor.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from examples.otlp_sink import OtlpSink  # noqa: E402
 
-MODES = ("none", "plugin", "no-op", "in situ", "loop")
+MODES = ("none", "plugin", "no-op", "in situ", "in place", "loop")
 WARM_UP = 50
 FLUSH_EVERY = 256  # calls: 512 spans, one full export batch, well inside the span queue (2,048)
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
@@ -112,36 +118,79 @@ class DroppedSpans(logging.Handler):
         self.count += "dropping" in record.getMessage()
 
 
-def floor_calls(tracer_provider: Any, meter_provider: Any) -> Callable[[], None]:
-    """The SDK's own work for one tools/call: 2 spans and 2 histogram records, with our attributes."""
-    from opentelemetry.trace import SpanKind, set_span_in_context
+class Floor:
+    """The SDK's own work for one tools/call: 2 spans and 2 histogram records, with our attributes, in the order
+    an instrumentation makes them: the CLIENT span starts, the SERVER span starts, the SERVER span gets its
+    outcome, its record and ends, then the CLIENT span. `one_call()` makes them all at once."""
 
-    tracer = tracer_provider.get_tracer("floor")
-    meter = meter_provider.get_meter("floor")
-    server_duration = meter.create_histogram("mcp.server.operation.duration", unit="s")
-    client_duration = meter.create_histogram("mcp.client.operation.duration", unit="s")
-    request_ids = iter(range(1 << 62))
+    def __init__(self, tracer_provider: Any, meter_provider: Any) -> None:
+        from opentelemetry.trace import SpanKind, set_span_in_context
 
-    def one_call() -> None:
-        request = {
+        self._client_kind, self._server_kind, self._in_context = SpanKind.CLIENT, SpanKind.SERVER, set_span_in_context
+        self._tracer = tracer_provider.get_tracer("floor")
+        meter = meter_provider.get_meter("floor")
+        self._server_duration = meter.create_histogram("mcp.server.operation.duration", unit="s")
+        self._client_duration = meter.create_histogram("mcp.client.operation.duration", unit="s")
+        self._request_ids = iter(range(1 << 62))
+        self._request: dict[str, str] = {}
+        self._metric: dict[str, str] = {}
+        self._client: Any = None
+        self._server: Any = None
+
+    def client_starts(self) -> None:
+        self._request = {
             "mcp.method.name": "tools/call",
-            "jsonrpc.request.id": str(next(request_ids)),
+            "jsonrpc.request.id": str(next(self._request_ids)),
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": "echo",
         }
-        outcome = {"tool.outcome": "ok"}
-        metric = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
-                  "gen_ai.tool.name": "echo", "mcp.protocol.version": "2025-06-18", "tool.outcome": "ok"}
-        client = tracer.start_span("tools/call echo", kind=SpanKind.CLIENT, attributes=request)
-        server = tracer.start_span("tools/call echo", kind=SpanKind.SERVER, attributes=request)
-        server.set_attributes({"mcp.protocol.version": "2025-06-18", **outcome})
-        server_duration.record(0.001, metric, context=set_span_in_context(server))  # with its exemplar, as ours
+        self._metric = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": "echo", "mcp.protocol.version": "2025-06-18", "tool.outcome": "ok"}
+        self._client = self._tracer.start_span("tools/call echo", kind=self._client_kind, attributes=self._request)
+
+    def server_starts(self) -> None:
+        self._server = self._tracer.start_span("tools/call echo", kind=self._server_kind, attributes=self._request)
+
+    def server_ends(self) -> None:
+        server = self._server
+        server.set_attributes({"mcp.protocol.version": "2025-06-18", "tool.outcome": "ok"})
+        self._server_duration.record(0.001, self._metric, context=self._in_context(server))  # its exemplar, as ours
         server.end()
-        client.set_attributes(outcome)
-        client_duration.record(0.001, metric, context=set_span_in_context(client))
+
+    def client_ends(self) -> None:
+        client = self._client
+        client.set_attributes({"tool.outcome": "ok"})
+        self._client_duration.record(0.001, self._metric, context=self._in_context(client))
         client.end()
 
-    return one_call
+    def one_call(self) -> None:
+        self.client_starts()
+        self.server_starts()
+        self.server_ends()
+        self.client_ends()
+
+
+def serve_with_floor(lowlevel: Any, floor: Floor) -> None:
+    """The server's tools/call handler, between its SERVER span's start and end (the floor's calls made where
+    the request is served): a plain closure around the handler the framework registered, nothing else."""
+    import mcp.types
+
+    def around(handler: Callable[..., Any]) -> Callable[..., Any]:
+        async def served(*args: Any, **kwargs: Any) -> Any:
+            floor.server_starts()
+            try:
+                return await handler(*args, **kwargs)
+            finally:
+                floor.server_ends()
+
+        return served
+
+    if MCP_MAJOR == 2:
+        entry = lowlevel._request_handlers["tools/call"]
+        lowlevel._request_handlers["tools/call"] = type(entry)(entry.params_type, around(entry.handler))
+    else:
+        handlers = lowlevel.request_handlers
+        handlers[mcp.types.CallToolRequest] = around(handlers[mcp.types.CallToolRequest])
 
 
 def loop_block(one_call: Callable[[], None], flush: Callable[[], None], calls: int) -> float:
@@ -162,12 +211,14 @@ async def traffic_block(
     after_call: Callable[[], None] | None,
     every: tuple[int, Callable[[int], None]] | None = None,
     in_flight: int = 1,
+    floor: Floor | None = None,
 ) -> float:
     """CPU seconds per tools/call, the SDK's own client and server over memory streams; `flush()`, if given,
     runs inside the timing (what the calls left to export is part of their cost); `after_call()`, if given,
     runs as each call returns; `every` = (n, report): report(calls so far) after every n calls;
     `in_flight` > 1: the calls are made by that many concurrent callers on the one session (and neither
-    `after_call` nor `every` is called)."""
+    `after_call` nor `every` is called); `floor`: its calls are made in place, the CLIENT span's around each
+    call and the SERVER span's around the server's tools/call handler."""
     import anyio
     from mcp.shared.memory import create_client_server_memory_streams
 
@@ -200,7 +251,12 @@ async def traffic_block(
                 flush()
             return (time.process_time() - started) / calls
         for n in range(1, calls + 1):
-            await session.call_tool("echo", {"text": "hello"})
+            if floor is not None:
+                floor.client_starts()
+                await session.call_tool("echo", {"text": "hello"})
+                floor.client_ends()
+            else:
+                await session.call_tool("echo", {"text": "hello"})
             if after_call is not None:
                 after_call()
             if every is not None and n % every[0] == 0:
@@ -210,6 +266,8 @@ async def traffic_block(
         return (time.process_time() - started) / calls
 
     lowlevel = getattr(server, "_lowlevel_server", None) or server._mcp_server
+    if floor is not None:
+        serve_with_floor(lowlevel, floor)
     async with create_client_server_memory_streams() as ((client_read, client_write), (server_read, server_write)):
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: lowlevel.run(server_read, server_write, lowlevel.create_initialization_options()))
@@ -236,7 +294,9 @@ def block_runner(calls: int, endpoint: str) -> tuple[Callable[..., float], Dropp
     """A function running one block of a mode in this process (`block(mode, in_flight=1)`: none, plugin and
     no-op take more than one call in flight), and the count of spans the SDK dropped."""
     import anyio
+    from opentelemetry import propagate
     from opentelemetry.metrics import NoOpMeterProvider
+    from opentelemetry.propagators.composite import CompositePropagator
     from opentelemetry.trace import NoOpTracerProvider
 
     from otel_mcp_cancel import McpCancelInstrumentor
@@ -245,23 +305,29 @@ def block_runner(calls: int, endpoint: str) -> tuple[Callable[..., float], Dropp
     logging.getLogger("opentelemetry").addHandler(dropped)
     tracer_provider, meter_provider = providers(endpoint)
     flush = flusher(tracer_provider, meter_provider)
-    one_call = floor_calls(tracer_provider, meter_provider)
+    floor = Floor(tracer_provider, meter_provider)
     instrumentor = McpCancelInstrumentor()
 
     def block(mode: str, in_flight: int = 1) -> float:
         if mode == "none":
             return anyio.run(traffic_block, calls, None, None, None, in_flight)
         if mode == "in situ":
-            return anyio.run(traffic_block, calls, flush, one_call)
+            return anyio.run(traffic_block, calls, flush, floor.one_call)
+        if mode == "in place":
+            return anyio.run(traffic_block, calls, flush, None, None, 1, floor)
         if mode == "loop":
-            return loop_block(one_call, flush, calls)
+            return loop_block(floor.one_call, flush, calls)
         if mode == "no-op":
             instrumentor.instrument(tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider())
         else:
             instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider, **user_hooks())
+        propagator = propagate.get_global_textmap()
+        if mode == UNPROPAGATED:  # as with OTEL_PROPAGATORS=none: no trace context is sent, none is read
+            propagate.set_global_textmap(CompositePropagator([]))
         try:
             return anyio.run(traffic_block, calls, flush, None, None, in_flight)
         finally:
+            propagate.set_global_textmap(propagator)
             instrumentor.uninstrument()
 
     return block, dropped
@@ -365,7 +431,8 @@ def run_child(
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
-INSTRUCTION_MODES = ("none", "plugin", "in situ")
+UNPROPAGATED = "plugin, no propagation"  # counted only: what trace propagation costs is plugin minus this
+INSTRUCTION_MODES = ("none", "plugin", "in situ", "in place", UNPROPAGATED)
 
 
 def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict[str, float]:
@@ -401,14 +468,17 @@ def summary(measured: dict[str, list[float]]) -> dict[str, float]:
     plugin_adds = [p - n for p, n in zip(measured["plugin"], none)]
     no_op_adds = [g - n for g, n in zip(measured["no-op"], none)]
     in_situ_adds = [s - n for s, n in zip(measured["in situ"], none)]
+    in_place_adds = [s - n for s, n in zip(measured["in place"], none)]
     return {
         "none": median(none),
         "plugin adds": median(plugin_adds),
         "no-op": median(no_op_adds),
         "in situ": median(in_situ_adds),
+        "in place": median(in_place_adds),
         "loop": median(measured["loop"]),
         # Ratios of the medians: a block's own ratio divides by a small, noisy difference.
         "adds / in situ": statistics.median(plugin_adds) / statistics.median(in_situ_adds),
+        "adds / in place": statistics.median(plugin_adds) / statistics.median(in_place_adds),
         "adds / loop": statistics.median(plugin_adds) / statistics.median(measured["loop"]),
     }
 
@@ -465,13 +535,13 @@ def main() -> None:
     print(f"{title()}: {rounds} rounds x {blocks} blocks x {calls} tools/calls per mode, in one process over "
           "memory streams, CPU time per call (medians)")
     print("| mcp | plugin | no telemetry µs | plugin adds µs | with no-op providers µs | floor in situ µs "
-          "| adds / in situ | floor in a loop µs | adds / loop |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| adds / in situ | floor in place µs | adds / in place | floor in a loop µs | adds / loop |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in sources:
         row = summary(measured[name])
         print(f"| {version} | {name} | {row['none']:.0f} | {row['plugin adds']:.0f} | {row['no-op']:.0f} | "
-              f"{row['in situ']:.0f} | "
-              f"{row['adds / in situ']:.2f} | {row['loop']:.0f} | {row['adds / loop']:.2f} |")
+              f"{row['in situ']:.0f} | {row['adds / in situ']:.2f} | {row['in place']:.0f} | "
+              f"{row['adds / in place']:.2f} | {row['loop']:.0f} | {row['adds / loop']:.2f} |")
 
 
 def print_in_flight(levels: str, calls: int, blocks: int, rounds: int, endpoint: str) -> None:
@@ -494,12 +564,14 @@ def print_in_flight(levels: str, calls: int, blocks: int, rounds: int, endpoint:
 def print_instructions(counted: dict[str, dict[str, float]]) -> None:
     version = importlib.metadata.version("mcp")
     print(f"{title()}: instructions per tools/call, counted by valgrind, in one process over memory streams")
-    print("| mcp | plugin | no telemetry M | plugin adds M | floor in situ M | adds / in situ |")
-    print("|---|---|---|---|---|---|")
+    print("| mcp | plugin | no telemetry M | plugin adds M | of which trace propagation M | floor in situ M "
+          "| adds / in situ | floor in place M | adds / in place |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, per_call in counted.items():
-        none, plugin, in_situ = (per_call[mode] / 1e6 for mode in INSTRUCTION_MODES)
-        print(f"| {version} | {name} | {none:.3f} | {plugin - none:.3f} | {in_situ - none:.3f} | "
-              f"{(plugin - none) / (in_situ - none):.2f} |")
+        none, plugin, in_situ, in_place, unpropagated = (per_call[mode] / 1e6 for mode in INSTRUCTION_MODES)
+        adds = plugin - none
+        print(f"| {version} | {name} | {none:.3f} | {adds:.3f} | {plugin - unpropagated:.3f} | {in_situ - none:.3f} | "
+              f"{adds / (in_situ - none):.2f} | {in_place - none:.3f} | {adds / (in_place - none):.2f} |")
 
 
 if __name__ == "__main__":
