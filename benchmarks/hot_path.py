@@ -253,10 +253,9 @@ async def traffic_block(
         for n in range(1, calls + 1):
             if floor is not None:
                 floor.client_starts()
-                await session.call_tool("echo", {"text": "hello"})
+            await session.call_tool("echo", {"text": "hello"})
+            if floor is not None:
                 floor.client_ends()
-            else:
-                await session.call_tool("echo", {"text": "hello"})
             if after_call is not None:
                 after_call()
             if every is not None and n % every[0] == 0:
@@ -465,10 +464,12 @@ def summary(measured: dict[str, list[float]]) -> dict[str, float]:
         return 1e6 * statistics.median(values)
 
     none = measured["none"]
-    plugin_adds = [p - n for p, n in zip(measured["plugin"], none)]
-    no_op_adds = [g - n for g, n in zip(measured["no-op"], none)]
-    in_situ_adds = [s - n for s, n in zip(measured["in situ"], none)]
-    in_place_adds = [s - n for s, n in zip(measured["in place"], none)]
+
+    def adds(mode: str) -> list[float]:
+        return [m - n for m, n in zip(measured[mode], none)]
+
+    plugin_adds, no_op_adds = adds("plugin"), adds("no-op")
+    in_situ_adds, in_place_adds = adds("in situ"), adds("in place")
     return {
         "none": median(none),
         "plugin adds": median(plugin_adds),
