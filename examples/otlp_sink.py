@@ -58,6 +58,7 @@ class ReceivedSpan:
     end_ns: int = 0
     timed_events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     links: list[str] = field(default_factory=list)  # span ids this span links to
+    resource: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class OtlpSink:
                 end_ns=span.end_time_unix_nano,
                 timed_events=[(e.name, e.time_unix_nano, _attributes(e.attributes)) for e in span.events],
                 links=[link.span_id.hex() for link in span.links],
+                resource=_attributes(resource_spans.resource.attributes),
             )
             for resource_spans in request.resource_spans
             for scope_spans in resource_spans.scope_spans

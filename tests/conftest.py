@@ -23,6 +23,27 @@ from tests.support import MCP_MAJOR
 # Tests that only make sense on one SDK line live in its own folder.
 collect_ignore = ["v1"] if MCP_MAJOR == 2 else ["v2"]
 
+LONG_OPTION = "--long"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        LONG_OPTION,
+        action="store_true",
+        help="also run the tests marked `long` (benchmark runs, valgrind counts, fresh installs): CI does",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The default run skips the long tests, so that it passes in a few minutes on any machine."""
+    if config.getoption(LONG_OPTION):
+        return
+    skip = pytest.mark.skip(reason=f"long: run with {LONG_OPTION} (CI does)")
+    for item in items:
+        if item.get_closest_marker("long") is not None:
+            item.add_marker(skip)
+
+
 # One global provider for the whole session: the SDK's own OpenTelemetryMiddleware
 # traces through the global provider, so its spans (if any) land here too.
 SPANS = InMemorySpanExporter()

@@ -32,6 +32,8 @@ def test_the_hot_path_benchmark_measures_calls_in_flight_in_smoke_mode() -> None
         assert re.search(rf"^\| [\d.]+ \| {level} \| {n} \| {n} \| {ratio} \|$", done.stdout, re.MULTILINE), done.stdout
 
 
+@pytest.mark.long
+@pytest.mark.timeout(1500)
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind counts the instructions")
 @pytest.mark.skipif(importlib.util.find_spec("fastmcp") is not None, reason="once per SDK line is enough")
 def test_the_hot_path_benchmark_counts_instructions_in_smoke_mode() -> None:

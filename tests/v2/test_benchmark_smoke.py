@@ -7,11 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench.py"
 
 
+@pytest.mark.long
+@pytest.mark.timeout(900)
 def test_the_benchmark_runs_every_set_up_in_smoke_mode() -> None:
-    done = subprocess.run([sys.executable, str(BENCH), "--smoke"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, str(BENCH), "--smoke"], capture_output=True, text=True, timeout=800)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| memory") or line.startswith("| stdio")]
     measured = [row for row in rows if re.search(r"\| \d+\.\d{3} \| \d+\.\d{3} \| \d+ \|", row)]
