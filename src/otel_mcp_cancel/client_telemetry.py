@@ -23,7 +23,7 @@ class ClientTelemetry(RequestTelemetry):
     def __init__(self, tracer: Tracer, instruments: Instruments, options: SpanOptions) -> None:
         super().__init__(tracer, instruments.client_operation_duration, current_client_record, options)
         self.sessions = SessionTelemetry(instruments.client_session_duration)
-        self.tasks = TaskTelemetry(tracer, self, options.cancelled_is_error, ghosts=None)
+        self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=None)
 
     def resolve(self, record: RequestRecord) -> None:
         # The tool names a client sends are its own code's choice, not a peer's: they are not folded.

@@ -255,7 +255,3 @@ class RequestTelemetry:
                 span.set_attribute(GEN_AI_TOOL_CALL_ARGUMENTS, captured_content(arguments))
             if record.result is not None:
                 span.set_attribute(GEN_AI_TOOL_CALL_RESULT, captured_content(record.result))
-
-    def metric_attributes(self, record: RequestRecord, keys: frozenset[str]) -> dict[str, Any]:
-        """A new dict of the request's shared metric attributes named in `keys` (ghost and retry counters)."""
-        return {key: value for key, value in metric_attributes(*metric_fields(record)).items() if key in keys}

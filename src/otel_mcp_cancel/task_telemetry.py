@@ -21,8 +21,9 @@ import itertools
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, Tracer
@@ -56,12 +57,9 @@ from otel_mcp_cancel.conventions import (
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.ghost_reporting import GhostReporter
 from otel_mcp_cancel.outcome import AnswerKind, HandlerEnd, Verdict, classify_task, task_status, undelivered_ghost
 from otel_mcp_cancel.request_state import RequestRecord, metric_fields
-
-if TYPE_CHECKING:
-    from otel_mcp_cancel.request_telemetry import RequestTelemetry
-    from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
 # Tasks followed at once, settled ones included (a late `tasks/cancel` is judged against them); oldest out.
 CAPACITY = 10_000
@@ -98,10 +96,14 @@ class TaskTelemetry:
     Every entry point is contained by its caller or here."""
 
     def __init__(
-        self, tracer: Tracer, side: RequestTelemetry, cancelled_is_error: bool, ghosts: ServerTelemetry | None
+        self,
+        tracer: Tracer,
+        record_duration: Callable[[float, dict[str, Any]], None],
+        cancelled_is_error: bool,
+        ghosts: GhostReporter | None,
     ) -> None:
         self._tracer = tracer
-        self._side = side  # records the duration point in its own histogram
+        self._record_duration = record_duration  # a point of the side's own operation-duration histogram
         self._ghosts = ghosts  # the server reports ghosts; a client sees none
         self._cancelled_is_error = cancelled_is_error
         self._lock = threading.Lock()
@@ -269,7 +271,7 @@ class TaskTelemetry:
                 span.set_status(Status(StatusCode.ERROR, verdict.description))
         with contained("measuring a task"), trace.use_span(span, record_exception=False, set_status_on_exception=False):
             attributes = metric_attributes(*metric_fields(creation), tuple(outcome.items()))
-            self._side.record_duration(time.perf_counter() - creation.started, attributes)
+            self._record_duration(time.perf_counter() - creation.started, attributes)
         self._maybe_end(task)
 
     def session_ended(self, session: object) -> None:

@@ -1,0 +1,123 @@
+"""A server's ghosts, wherever they are found (a request's conclusion, a task's end, a late `tasks/cancel`):
+marked on the span that carries them with their risk, counted, logged as a WARNING in that span's context and
+remembered for retries; and a retry of one matched to it. Request and task telemetry both report through here."""
+
+from __future__ import annotations
+
+import logging
+
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from otel_mcp_cancel import tool_registry
+from otel_mcp_cancel.attributes import bounded, camel_case, metric_attributes, tool_arguments
+from otel_mcp_cancel.conventions import (
+    EVENT_GHOST_RETRIED,
+    EVENT_GHOST_SUPPRESSED,
+    GEN_AI_TOOL_NAME,
+    GHOST_LOG_PREFIX,
+    GHOST_RISK_UNKNOWN,
+    JSONRPC_REQUEST_ID,
+    MCP_METHOD_NAME,
+    MCP_TASK_ID,
+    TOOL_GHOST_RISK,
+    TOOL_HANDLER_OUTCOME,
+    TOOL_RETRIED_GHOST_RISK,
+    TOOLS_CALL,
+)
+from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.ghosts import LEDGER
+from otel_mcp_cancel.instruments import Instruments
+from otel_mcp_cancel.outcome import ghost_risk
+from otel_mcp_cancel.request_state import RequestRecord, metric_fields
+from otel_mcp_cancel.retries import GhostRetries
+
+logger = logging.getLogger("otel_mcp_cancel")
+
+_GHOST_METRIC_KEYS = frozenset({MCP_METHOD_NAME, GEN_AI_TOOL_NAME})
+_RETRY_METRIC_KEYS = frozenset({GEN_AI_TOOL_NAME})
+
+
+class GhostReporter:
+    def __init__(self, instruments: Instruments, retries: GhostRetries) -> None:
+        self._instruments = instruments
+        self._retries = retries
+
+    def ghost(self, record: RequestRecord, span: Span, handler_outcome: str, why: str) -> None:
+        """A ghost of `record`'s call found after it was concluded (a task's): marked on `span` and reported."""
+        risk = self.mark(record, span, handler_outcome)
+        with contained("reporting a ghost"):
+            self.report(record, handler_outcome, risk, span, why)
+
+    def mark(self, record: RequestRecord, span: Span, handler_outcome: str) -> str:
+        """Put a ghost of `record`'s call on `span` (its own, or its task's); returns the ghost's risk."""
+        risk = GHOST_RISK_UNKNOWN
+        with contained("judging a ghost's risk"):
+            risk = self._risk(record)
+        # Attributes as well as the event: many stores and spanmetrics index attributes only.
+        ghost = {TOOL_HANDLER_OUTCOME: handler_outcome, TOOL_GHOST_RISK: risk}
+        span.set_attributes(ghost)
+        span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
+        return risk
+
+    def report(
+        self, record: RequestRecord, handler_outcome: str, risk: str, span: Span, why: str = "the caller cancelled"
+    ) -> None:
+        """Count a ghost of `record`'s call, log it in the context of `span` (where it is marked) and remember
+        it there for retries."""
+        tool = called_tool(record)
+        attributes = _metric_attributes(record, _GHOST_METRIC_KEYS)
+        attributes.update({TOOL_HANDLER_OUTCOME: handler_outcome, TOOL_GHOST_RISK: risk})
+        self._instruments.server_ghost_responses.add(1, attributes)
+        facts = dict(attributes)  # method, tool, handler outcome, risk: bounded, as on the counter
+        if record.request_id is not None:
+            facts[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
+        if record.task_id is not None:
+            facts[MCP_TASK_ID] = record.task_id
+        # Logged in the ghost span's context: an OTLP log record carries its trace and span ids.
+        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            logger.warning(
+                "%s: %s answer of %s%s (request id %r%s, ghost risk %s) was suppressed because %s; "
+                "its side effects happened",
+                GHOST_LOG_PREFIX,
+                handler_outcome,
+                record.method,
+                f" tool {tool!r}" if tool is not None else "",
+                record.request_id,
+                f", task {record.task_id}" if record.task_id is not None else "",
+                risk,
+                why,
+                extra=facts,  # the facts as log attributes, besides the message
+            )
+        LEDGER.record(tool, risk)
+        if tool is not None and record.session is not None:
+            arguments = tool_arguments(record.params)
+            self._retries.remember(record.session, tool, arguments, span.get_span_context(), risk)
+
+    def match_retry(self, record: RequestRecord) -> None:
+        """Link `record`'s call to the ghost it repeats, if any (before its own ghost, if any, is remembered)."""
+        tool = called_tool(record)
+        if tool is None or record.session is None:
+            return
+        retried = self._retries.find(record.session, tool, tool_arguments(record.params))
+        if retried is not None:
+            record.span.add_link(retried.span_context)
+            record.span.set_attribute(TOOL_RETRIED_GHOST_RISK, retried.risk)
+            record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_GHOST_RISK: retried.risk})
+            attributes = _metric_attributes(record, _RETRY_METRIC_KEYS)
+            self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.risk})
+
+    def _risk(self, record: RequestRecord) -> str:
+        annotations = camel_case(record.registered_annotations)
+        if annotations is None and record.server is not None:
+            annotations = tool_registry.listed_annotations(record.server, called_tool(record))
+        return ghost_risk(record.method, annotations)
+
+
+def called_tool(record: RequestRecord) -> str | None:
+    return record.target if record.method == TOOLS_CALL else None
+
+
+def _metric_attributes(record: RequestRecord, keys: frozenset[str]) -> dict:
+    """A new dict of the request's shared metric attributes named in `keys`."""
+    return {key: value for key, value in metric_attributes(*metric_fields(record)).items() if key in keys}
