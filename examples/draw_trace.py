@@ -31,21 +31,21 @@ MARKS = {
 
 
 async def ghost_and_retry(sink: OtlpSink) -> list[ReceivedSpan]:
-    workdir = Path(tempfile.mkdtemp(prefix="notes-trace-"))
-    server = StdioServerParameters(
-        command=str(Path(sys.executable).with_name("opentelemetry-instrument")),
-        args=[sys.executable, str(SERVER), str(workdir / "vault")],
-        env=exporter_environment(sink.endpoint),
-    )
     arguments = {"line": "paid invoice 42", "seconds": 0.4}
-    with (workdir / "server.log").open("w") as errlog:
-        async with Client(stdio_client(server, errlog=errlog), mode="legacy") as client:
-            try:
-                await client.call_tool("append_journal", arguments, read_timeout_seconds=0.1)
-            except Exception:
-                pass  # the caller sees a timeout; the server commits anyway
-            await anyio.sleep(0.6)
-            await client.call_tool("append_journal", arguments)  # the retry: the line is written twice
+    with tempfile.TemporaryDirectory(prefix="notes-trace-") as workdir:
+        server = StdioServerParameters(
+            command=str(Path(sys.executable).with_name("opentelemetry-instrument")),
+            args=[sys.executable, str(SERVER), str(Path(workdir) / "vault")],
+            env=exporter_environment(sink.endpoint),
+        )
+        with (Path(workdir) / "server.log").open("w") as errlog:
+            async with Client(stdio_client(server, errlog=errlog)) as client:
+                try:
+                    await client.call_tool("append_journal", arguments, read_timeout_seconds=0.1)
+                except Exception:
+                    pass  # the caller sees a timeout; the server commits anyway
+                await anyio.sleep(0.6)
+                await client.call_tool("append_journal", arguments)  # the retry: the line is written twice
     with anyio.fail_after(15):
         while len([s for s in sink.server_spans("otel_mcp_cancel") if s.name.endswith("append_journal")]) < 2:
             await anyio.sleep(0.05)

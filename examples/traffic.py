@@ -35,10 +35,14 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from otel_mcp_cancel import McpCancelInstrumentor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from examples.otlp_sink import OtlpSink, exporter_environment  # noqa: E402
+from examples.otlp_sink import OtlpSink, ReceivedSpan, exporter_environment  # noqa: E402
 
 SERVER = Path(__file__).with_name("notes_server.py")
 SCOPE = "otel_mcp_cancel"
+OUTCOMES = ("ok", "failed", "cancelled")
+# What the trace view shows of a span: what an operator filters on.
+SHOWN = ("tool.outcome", "mcp.cancel.reason", "error.type", "tool.handler_outcome", "tool.ghost_risk",
+         "tool.retried_ghost_risk")
 
 
 def server_environment(endpoint: str) -> dict[str, str]:
@@ -78,8 +82,8 @@ async def quietly(call) -> None:
 
 
 async def one_round(client: Client, round_number: int) -> list[str]:
-    """Every outcome once; returns the notes whose writes were cancelled by the caller's timeout."""
-    ghost_note = f"ghost-{round_number}.md"
+    """Every outcome once, two ghosts and a retry of one; returns the notes whose writes were ghosts."""
+    ghost_note = {"name": f"ghost-{round_number}.md", "text": "committed", "commit_seconds": 0.5}
     await client.call_tool("write_note", {"name": f"note-{round_number}.md", "text": "ok"})  # ok
     await client.call_tool("read_note", {"name": f"note-{round_number}.md"})  # ok
     await client.call_tool("search_notes", {"query": "ok"})  # ok
@@ -93,54 +97,76 @@ async def one_round(client: Client, round_number: int) -> list[str]:
     with anyio.move_on_after(0.2):
         await client.call_tool("search_notes", {"query": "y", "seconds": 5})
     # ghosts: the caller times out, the write commits anyway, its answer is suppressed
-    await quietly(
-        client.call_tool("write_note", {"name": ghost_note, "text": "committed", "commit_seconds": 0.5},
-                         read_timeout_seconds=0.1)
-    )
+    await quietly(client.call_tool("write_note", ghost_note, read_timeout_seconds=0.1))
     await quietly(client.call_tool("append_journal", {"line": f"round {round_number}", "seconds": 0.5},
                                    read_timeout_seconds=0.1))
-    await anyio.sleep(0.6)  # let the ghosts' commits finish before the next round
-    return [ghost_note]
+    await anyio.sleep(0.6)  # let the ghosts' commits finish
+    # the caller, having seen a timeout, tries the write again: a retry of a ghost
+    await client.call_tool("write_note", ghost_note)
+    return [ghost_note["name"]]
 
 
-def print_tables(sink: OtlpSink, vault: Path, ghost_notes: list[str]) -> None:
-    calls = [s for s in sink.server_spans(SCOPE) if s.attributes.get("mcp.method.name") == "tools/call"]
+def outcome_table(calls: list[ReceivedSpan]) -> list[str]:
     by_outcome = Counter((s.attributes.get("gen_ai.tool.name", "?"), s.attributes["tool.outcome"]) for s in calls)
-    print("\ntools/call by tool and outcome (from the server's spans)")
-    print(f"  {'tool':<20} {'ok':>4} {'failed':>7} {'cancelled':>10}")
+    lines = [f"  {'tool':<20} {'ok':>4} {'failed':>7} {'cancelled':>10}"]
     for tool in sorted({tool for tool, _ in by_outcome}):
-        counts = [by_outcome[(tool, outcome)] for outcome in ("ok", "failed", "cancelled")]
-        print(f"  {tool:<20} {counts[0]:>4} {counts[1]:>7} {counts[2]:>10}")
+        counts = [by_outcome[(tool, outcome)] for outcome in OUTCOMES]
+        lines.append(f"  {tool:<20} {counts[0]:>4} {counts[1]:>7} {counts[2]:>10}")
+    return lines
 
-    ghosts = [s for s in calls if any(name == "mcp.ghost_response.suppressed" for name, _ in s.events)]
-    print("\nghost responses (handler finished, answer suppressed after the caller cancelled)")
-    for span in ghosts:
-        events = dict(span.events)
-        reason = events["mcp.request.cancelled"].get("mcp.cancel.reason", "")
-        risk = events["mcp.ghost_response.suppressed"]["tool.ghost_risk"]
-        print(f"  {span.attributes['gen_ai.tool.name']:<20} request {span.attributes['jsonrpc.request.id']:<4}"
-              f" risk {risk:<11} caller said: {reason}")
-    counted = sum(p.value for p in sink.latest_points("mcp.server.ghost_responses"))
-    print(f"  mcp.server.ghost_responses counter: {counted:.0f}")
 
-    print("\nthe vault after the run: the ghosts' writes did happen")
-    for name in ghost_notes:
-        print(f"  {name:<20} {'on disk' if (vault / name).exists() else 'MISSING'}")
-    journal = vault / "journal.md"
-    print(f"  journal.md           {len(journal.read_text().splitlines()) if journal.exists() else 0} lines")
+def drawn(span: ReceivedSpan, depth: int) -> str:
+    """One span as a line of a trace view: kind, name, outcome and what an operator filters on."""
+    shown = [f"{key}={span.attributes[key]}" for key in SHOWN if key in span.attributes]
+    if span.links:
+        shown.append(f"linked to span {span.links[0]}")
+    return f"  {'  ' * depth}{'└─ ' if depth else ''}{span.kind} {span.name}: {', '.join(shown)}"
 
+
+def a_ghost_and_its_retry(sink: OtlpSink, ghosts: list[ReceivedSpan], retries: list[ReceivedSpan]) -> list[str]:
+    """The first retried ghost's trace and its retry's, each client span with its server span beneath."""
+    retried = {link for retry in retries for link in retry.links}
+    ghost = next((s for s in ghosts if s.span_id in retried), None)
+    if ghost is None:
+        return ["  (no ghost was retried in this run)"]
+    retry = next(s for s in retries if ghost.span_id in s.links)
+    by_id = {s.span_id: s for s in sink.spans}
+    lines = []
+    for server in (ghost, retry):
+        client = by_id.get(server.parent_span_id)
+        if client is not None:
+            lines.append(drawn(client, 0))
+        lines.append(drawn(server, 1) + (f" (span {server.span_id})" if server is ghost else ""))
+    return lines
+
+
+def print_summary(sink: OtlpSink, rounds: int, vault: Path, ghost_notes: list[str]) -> None:
+    calls = [s for s in sink.server_spans(SCOPE) if s.attributes.get("mcp.method.name") == "tools/call"]
+    ghosts = [s for s in calls if "tool.ghost_risk" in s.attributes]
+    retries = [s for s in calls if "tool.retried_ghost_risk" in s.attributes]
     client_spans = {s.span_id for s in sink.spans if s.kind == "CLIENT" and s.scope == SCOPE}
-    joined = sum(s.parent_span_id in client_spans for s in calls)
-    print(f"\none trace per call: {joined} of {len(calls)} server spans are children of this script's client spans")
+    ghost_ids = {(s.trace_id, s.span_id) for s in ghosts}
+    warnings = [log for log in sink.logs if log.severity_text == "WARN"]
+    tied = sum((log.trace_id, log.span_id) in ghost_ids for log in warnings)
+    counted = sum(p.value for p in sink.latest_points("mcp.server.ghost_responses"))
+    retries_counted = sum(p.value for p in sink.latest_points("mcp.server.ghost_retries"))
+    by_risk = Counter(s.attributes["tool.ghost_risk"] for s in ghosts)
+    on_disk = sum((vault / name).exists() for name in ghost_notes)
 
-    print("\nthe ghost WARNING as OTLP log records, each tied to its ghost's span")
-    ghost_spans = {(s.trace_id, s.span_id): s for s in ghosts}
-    for log in sink.logs:
-        if log.severity_text == "WARN":
-            span = ghost_spans.get((log.trace_id, log.span_id))
-            tool, risk = log.attributes.get("gen_ai.tool.name", "?"), log.attributes.get("tool.ghost_risk")
-            print(f"  {tool:<20} risk {risk!s:<11} span {log.span_id} "
-                  f"{'= the ghost span' if span is not None else 'NOT a ghost span'}")
+    print(f"\n{rounds} round(s) of traffic; what the server and this client exported:")
+    print("\ntools/call by tool and outcome (server spans)")
+    print("\n".join(outcome_table(calls)))
+    print(f"\nghosts (the handler finished, its answer was suppressed): {len(ghosts)}, by risk: "
+          + ", ".join(f"{risk} {n}" for risk, n in sorted(by_risk.items())))
+    print(f"  mcp.server.ghost_responses counter: {counted:.0f}; WARNING log records tied to a ghost span: "
+          f"{tied} of {len(warnings)}")
+    print(f"  ghost writes on disk all the same: {on_disk} of {len(ghost_notes)} notes")
+    print(f"retries of a ghost (same session, tool and arguments): {len(retries)}, "
+          f"mcp.server.ghost_retries counter: {retries_counted:.0f}")
+    joined = sum(s.parent_span_id in client_spans for s in calls)
+    print(f"one trace per call: {joined} of {len(calls)} server spans are children of this client's spans")
+    print("\na ghost and its retry, as a trace view shows them")
+    print("\n".join(a_ghost_and_its_retry(sink, ghosts, retries)))
 
 
 async def main() -> None:
@@ -152,35 +178,47 @@ async def main() -> None:
     sink = None if own_endpoint else OtlpSink().start()
     environment = server_environment(own_endpoint or sink.endpoint)
     tracer_provider, meter_provider = trace_the_client(sink)
-    workdir = Path(tempfile.mkdtemp(prefix="notes-demo-"))
-    vault, server_log = workdir / "vault", workdir / "server.log"
-    server = StdioServerParameters(
-        command=str(Path(sys.executable).with_name("opentelemetry-instrument")),
-        args=[sys.executable, str(SERVER), str(vault)],
-        env=environment,
-    )
-    ghost_notes: list[str] = []
-    deadline = time.monotonic() + options.seconds
-    with server_log.open("w") as errlog, anyio.fail_after(options.seconds + 120):
-        async with Client(stdio_client(server, errlog=errlog), mode="legacy") as client:
-            round_number = 0
-            while round_number == 0 or time.monotonic() < deadline:
-                round_number += 1
-                ghost_notes += await one_round(client, round_number)
-    tracer_provider.shutdown()  # flush the client's spans and metrics
-    meter_provider.shutdown()
-    print(f"{round_number} round(s) of traffic sent; vault at {vault}, server log at {server_log}")
-    if sink is None:
-        print(f"telemetry was exported to {own_endpoint}")
-        return
-    with anyio.fail_after(15):
-        while not any(p.value for p in sink.latest_points("mcp.server.ghost_responses")):
-            await anyio.sleep(0.1)
-    with anyio.move_on_after(5):  # the log records are exported on their own schedule
-        while not any(log.severity_text == "WARN" for log in sink.logs):
-            await anyio.sleep(0.1)
-    print_tables(sink, vault, ghost_notes)
+    with tempfile.TemporaryDirectory(prefix="notes-demo-") as workdir:  # the vault goes with it
+        vault, server_log = Path(workdir) / "vault", Path(workdir) / "server.log"
+        server = StdioServerParameters(
+            command=str(Path(sys.executable).with_name("opentelemetry-instrument")),
+            args=[sys.executable, str(SERVER), str(vault)],
+            env=environment,
+        )
+        ghost_notes: list[str] = []
+        deadline = time.monotonic() + options.seconds
+        try:
+            with server_log.open("w") as errlog, anyio.fail_after(options.seconds + 120):
+                async with Client(stdio_client(server, errlog=errlog)) as client:
+                    rounds = 0
+                    while rounds == 0 or time.monotonic() < deadline:
+                        rounds += 1
+                        ghost_notes += await one_round(client, rounds)
+        except BaseException:
+            print(f"the server's log:\n{server_log.read_text()[-3000:]}", file=sys.stderr)
+            raise
+        tracer_provider.shutdown()  # flush the client's spans and metrics
+        meter_provider.shutdown()
+        if sink is None:
+            print(f"{rounds} round(s) of traffic sent; telemetry was exported to {own_endpoint}")
+            return
+        await exported(sink)
+        print_summary(sink, rounds, vault, ghost_notes)
     sink.stop()
+
+
+async def exported(sink: OtlpSink) -> None:
+    """Wait (bounded) until the server's ghost counter and WARNING records have caught up with its spans: each
+    is exported on its own schedule."""
+    def caught_up() -> bool:
+        ghosts = [s for s in sink.server_spans(SCOPE) if "tool.ghost_risk" in s.attributes]
+        counted = sum(p.value for p in sink.latest_points("mcp.server.ghost_responses"))
+        warnings = [log for log in sink.logs if log.severity_text == "WARN"]
+        return bool(ghosts) and counted == len(ghosts) == len(warnings)
+
+    with anyio.move_on_after(15):
+        while not caught_up():
+            await anyio.sleep(0.1)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,12 @@ DEMO = EXAMPLES / "traffic.py"
 SCOPE = "otel_mcp_cancel"
 
 
-def test_demo_prints_every_outcome_and_the_ghosts_it_saw() -> None:
+def test_demo_prints_every_outcome_the_ghosts_and_a_retry_on_one_screen() -> None:
     done = subprocess.run([sys.executable, str(DEMO)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    table = out.split("tools/call by tool and outcome")[1].split("ghost responses")[0]
+    assert len(out.strip().splitlines()) <= 30, out  # one screen
+    table = out.split("tools/call by tool and outcome")[1].split("ghosts (")[0]
     rows = {line.split()[0]: [int(n) for n in line.split()[1:]] for line in table.splitlines()[2:] if line.strip()}
     # Outcomes that do not depend on timing.
     assert rows["export_vault"] == [0, 1, 0]
@@ -28,16 +29,25 @@ def test_demo_prints_every_outcome_and_the_ghosts_it_saw() -> None:
     assert rows["delete_everything"] == [0, 1, 0]
     assert rows["read_note"] == [1, 1, 0]
     assert sum(n for tool in rows.values() for n in tool[2:]) >= 2  # the timed-out and caller-cancelled searches
-    ghost_section = out.split("ghost responses")[1].split("the vault after the run")[0]
-    listed = re.findall(r"request \d+", ghost_section)
-    counted = int(re.search(r"ghost_responses counter: (\d+)", ghost_section).group(1))
-    assert counted == len(listed)
-    assert "MISSING" not in out
-    # Both ends of every call in one trace; each ghost's WARNING exported as a log record tied to its span.
+    # Every ghost counted, logged as a WARNING tied to its span, its write on disk; its retry linked to it.
+    ghosts = int(re.search(r"its answer was suppressed\): (\d+), by risk: ", out).group(1))
+    counted, tied, warnings = map(int, re.search(
+        r"ghost_responses counter: (\d+); WARNING log records tied to a ghost span: (\d+) of (\d+)", out).groups())
+    assert ghosts == counted == tied == warnings >= 1
+    assert "MISSING" not in out and re.search(r"on disk all the same: (\d+) of \1 notes", out)
+    retries, retries_counted = map(int, re.search(r"and arguments\): (\d+), mcp.server.ghost_retries counter: (\d+)",
+                                                  out).groups())
+    assert retries == retries_counted >= 1
+    # Both ends of every call in one trace.
     joined, calls = map(int, re.search(r"one trace per call: (\d+) of (\d+)", out).groups())
     assert joined == calls == sum(map(sum, rows.values()))
-    warnings = out.split("the ghost WARNING as OTLP log records")[1]
-    assert warnings.count("= the ghost span") == counted and "NOT a ghost span" not in warnings
+    # The drawn trace: the ghost's server span under its cancelled client span, the retry linked to it.
+    view = out.split("a ghost and its retry, as a trace view shows them")[1].strip("\n").splitlines()
+    assert len(view) == 4, view
+    assert re.match(r"  CLIENT tools/call (\w+): tool.outcome=cancelled, mcp.cancel.reason=timeout$", view[0])
+    ghost_span = re.search(r"tool.handler_outcome=ok, tool.ghost_risk=\w+ \(span (\w+)\)$", view[1]).group(1)
+    assert view[3].endswith(f"tool.retried_ghost_risk={view[1].split('tool.ghost_risk=')[1].split()[0]}, "
+                            f"linked to span {ghost_span}")
 
 
 def test_the_trace_picture_is_drawn_from_exported_spans(tmp_path: Path) -> None:
