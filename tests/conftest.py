@@ -38,10 +38,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The default run skips the long tests, so that it passes in a few minutes on any machine."""
     if config.getoption(LONG_OPTION):
         return
-    skip = pytest.mark.skip(reason=f"long: run with {LONG_OPTION} (CI does)")
+    skip = pytest.mark.skipif(True, reason=f"long: run with {LONG_OPTION} (CI does)")
     for item in items:
         if item.get_closest_marker("long") is not None:
-            item.add_marker(skip)
+            item.add_marker(skip, append=False)  # first, so that it is the reason given
 
 
 # One global provider for the whole session: the SDK's own OpenTelemetryMiddleware
