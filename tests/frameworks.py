@@ -3,8 +3,8 @@
 - `sdk`: the SDK's own high-level server (MCPServer on mcp 2.x, the bundled FastMCP on 1.x);
 - `lowlevel`: the SDK's low-level `Server`, with the handlers an application writes by hand
   (tests/lowlevel_framework.py);
-- `fastmcp`: standalone FastMCP (PyPI `fastmcp`), when installed (CI has an environment for each end of
-  each FastMCP line it supports).
+- `fastmcp`: standalone FastMCP (PyPI `fastmcp` or `fastmcp-slim`), when installed (CI has an environment
+  for each end of each FastMCP line it supports).
 All serve through the SDK's low-level server; the tests drive them over the same wire with the same
 assertions. FastMCP 3.x/4.x write their own details on our span: tests compare our attributes exactly,
 and FastMCP's separately (tests/test_fastmcp.py).
@@ -13,6 +13,7 @@ and FastMCP's separately (tests/test_fastmcp.py).
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +26,19 @@ try:
 except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP as SdkServer
 
-try:
-    FASTMCP_MAJOR: int | None = int(importlib.metadata.version("fastmcp").split(".")[0])
-except importlib.metadata.PackageNotFoundError:
-    FASTMCP_MAJOR = None
+
+
+def fastmcp_version() -> str | None:
+    """The version of the importable `fastmcp` package, whichever distribution provides it (`fastmcp`, or
+    `fastmcp-slim`, which `fastmcp` 4.x is a meta-package over); None when it is not installed."""
+    if importlib.util.find_spec("fastmcp") is None:
+        return None
+    (distribution, *_) = importlib.metadata.packages_distributions()["fastmcp"]
+    return importlib.metadata.version(distribution)
+
+
+FASTMCP_VERSION = fastmcp_version()
+FASTMCP_MAJOR = None if FASTMCP_VERSION is None else int(FASTMCP_VERSION.split(".")[0])
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ The outcome contract itself runs on FastMCP through the `framework` parameter of
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from opentelemetry.trace import SpanKind
 
 from examples.otlp_sink import OtlpSink, exporter_environment
 from tests.conftest import is_request_span
-from tests.frameworks import FASTMCP_MAJOR, FRAMEWORKS
+from tests.frameworks import FASTMCP_MAJOR, FASTMCP_VERSION, FRAMEWORKS
 from tests.raw_peer import RawPeer, is_result, raw_peer_over, raw_session
 from tests.servers import Gates, annotated_server, make_ghost, notes_server
 from tests.subprocess_servers import HttpServer, ghost_then_retry, http_streams, instrumented_command
@@ -254,11 +255,23 @@ def assert_one_span_per_request(sink: OtlpSink, transport: str) -> None:
 def test_a_fastmcp_outside_the_tested_range_is_left_alone_with_a_warning(monkeypatch, caplog) -> None:
     import otel_mcp_cancel
 
-    monkeypatch.setattr(otel_mcp_cancel, "_instruments_fastmcp", ("fastmcp >= 99",))
+    monkeypatch.setattr(otel_mcp_cancel, "_instruments_fastmcp_any", ("fastmcp >= 99", "fastmcp-slim >= 99"))
     caplog.set_level("WARNING", logger="otel_mcp_cancel")
     modules = [type(make(None)).__module__ for _, make in otel_mcp_cancel._hook_makers()]
     line = f"v{MCP_MAJOR}"
     assert modules[:2] == [f"otel_mcp_cancel.hooks.server_{line}", f"otel_mcp_cancel.hooks.client_{line}"]
     assert modules == [type(make(None)).__module__ for _, make in otel_mcp_cancel._sdk_hook_makers()]
     assert not any("fastmcp" in module for module in modules)
-    assert "fastmcp >= 99" in caplog.text and "traced through the SDK alone" in caplog.text
+    assert "fastmcp >= 99 or fastmcp-slim >= 99" in caplog.text and "traced through the SDK alone" in caplog.text
+    assert f"FastMCP {FASTMCP_VERSION} (distribution " in caplog.text
+
+
+def test_fastmcp_is_hooked_whichever_distribution_provides_it(caplog) -> None:
+    """`fastmcp`, or `fastmcp-slim` alone (pydantic-ai's dependency; CI has an environment of each)."""
+    import otel_mcp_cancel
+
+    caplog.set_level("WARNING", logger="otel_mcp_cancel")
+    (distribution, *_) = importlib.metadata.packages_distributions()["fastmcp"]
+    modules = [type(make(None)).__module__ for _, make in otel_mcp_cancel._hook_makers()]
+    assert "otel_mcp_cancel.hooks.fastmcp_server" in modules, (distribution, modules)
+    assert caplog.text == ""

@@ -17,12 +17,10 @@ from typing import Any
 
 import pytest
 
+from tests.frameworks import FASTMCP_MAJOR, FASTMCP_VERSION
+
 ON_TASKS_EXTENSION = importlib.util.find_spec("fastmcp_tasks") is not None
-ON_FASTMCP_2 = (
-    importlib.util.find_spec("fastmcp") is not None
-    and importlib.metadata.version("fastmcp").startswith("2.")
-    and importlib.util.find_spec("docket") is not None
-)
+ON_FASTMCP_2 = FASTMCP_MAJOR == 2 and importlib.util.find_spec("docket") is not None
 if not (ON_TASKS_EXTENSION or ON_FASTMCP_2):
     pytest.skip("neither fastmcp-tasks nor FastMCP 2.x with Docket is installed", allow_module_level=True)
 
@@ -257,7 +255,7 @@ async def test_a_caller_that_leaves_before_the_task_ends_gave_up(captured) -> No
 
 
 @pytest.mark.skipif(
-    ON_FASTMCP_2 and importlib.metadata.version("fastmcp") == "2.14.0",
+    ON_FASTMCP_2 and FASTMCP_VERSION == "2.14.0",
     reason="FastMCP 2.14.0 gives a second in-process session no Docket ('Background tasks require a running "
     "FastMCP server context'); 2.14.7 does",
 )

@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 
 from otel_mcp_cancel import McpCancelInstrumentor, _hook_makers
 from otel_mcp_cancel.hooks import wrapping
-from otel_mcp_cancel.package import _instruments, _instruments_fastmcp
+from otel_mcp_cancel.package import _instruments, _instruments_fastmcp_any
 from tests.conftest import SPANS, TRACER_PROVIDER, instrumented
 from tests.raw_peer import raw_session
 from tests.servers import Gates, notes_server
@@ -52,7 +52,12 @@ def request_spans(scope: str) -> list:
 
 
 @pytest.mark.parametrize(
-    ("extra_name", "declared_specs"), [("instruments", _instruments), ("fastmcp", _instruments_fastmcp)]
+    ("extra_name", "declared_specs"),
+    [
+        ("instruments", _instruments),
+        ("fastmcp", _instruments_fastmcp_any[:1]),
+        ("fastmcp-slim", _instruments_fastmcp_any[1:]),
+    ],
 )
 def test_extras_equal_package_instruments(extra_name: str, declared_specs: tuple[str, ...]) -> None:
     """opentelemetry-instrument reads the package metadata; it must say what package.py says."""

@@ -21,11 +21,12 @@ import os
 from collections.abc import Callable, Collection
 from typing import Any
 
-from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.metrics import get_meter
 from opentelemetry.semconv.schemas import Schemas
 from opentelemetry.trace import get_tracer
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from otel_mcp_cancel.environment_variables import (
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
@@ -35,7 +36,7 @@ from otel_mcp_cancel.environment_variables import (
     OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
 )
 from otel_mcp_cancel.ghosts import GhostStats, ghost_stats
-from otel_mcp_cancel.package import _instruments, _instruments_fastmcp
+from otel_mcp_cancel.package import _instruments, _instruments_fastmcp_any
 from otel_mcp_cancel.version import __version__
 
 logger = logging.getLogger("otel_mcp_cancel")
@@ -126,15 +127,20 @@ def _sdk_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
 
 
 def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
-    """FastMCP's hooks when it is installed within the supported range; nothing (and a warning) outside it."""
-    conflict = get_dependency_conflicts(list(_instruments_fastmcp))
-    if conflict is not None:
-        if conflict.found is not None:
-            logger.warning("otel_mcp_cancel: %s; FastMCP's requests are traced through the SDK alone", conflict)
+    """FastMCP's hooks when its package is importable within the supported range; nothing (and a warning)
+    when it is importable but not hooked."""
+    found = _fastmcp_distribution()
+    if found is None:
+        return []
+    name, version = found
+    supported = [Requirement(spec) for spec in _instruments_fastmcp_any]
+    if not any(requirement.name == name and version in requirement.specifier for requirement in supported):
+        logger.warning("otel_mcp_cancel: FastMCP %s (distribution %s) is outside the supported %s; its requests "
+                       "are traced through the SDK alone", version, name, " or ".join(_instruments_fastmcp_any))
         return []
     from otel_mcp_cancel.hooks.fastmcp_server import FastMCPClientHooks, FastMCPServerHooks
 
-    major = int(importlib.metadata.version("fastmcp").split(".")[0])
+    major = int(version.split(".")[0])
     makers: list[tuple[str, Callable[[Any], Any]]] = [(SERVER, lambda telemetry: FastMCPServerHooks(telemetry, major))]
     if major >= 3:
         makers.append((CLIENT, FastMCPClientHooks))
@@ -146,6 +152,18 @@ def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
 
         makers.append((SERVER, lambda telemetry: FastMCPTaskHooks(telemetry, engine)))
     return makers
+
+
+def _fastmcp_distribution() -> tuple[str, str] | None:
+    """(distribution, version) of what provides the importable `fastmcp` package, or None when it is not
+    importable (a warning when no installed distribution claims it)."""
+    if not _importable("fastmcp"):
+        return None
+    for name in importlib.metadata.packages_distributions().get("fastmcp", []):
+        return canonicalize_name(name), importlib.metadata.version(name)
+    logger.warning("otel_mcp_cancel: the fastmcp package is importable but no installed distribution provides "
+                   "it, so its version is unknown; its requests are traced through the SDK alone")
+    return None
 
 
 def _importable(module: str) -> bool:

@@ -2,8 +2,10 @@
 # range names only the minors that have been read and tested.
 _instruments = ("mcp >= 1.12.3, < 2.4",)
 
-# Optional: standalone FastMCP is hooked too when it is installed within this range (both ends are
-# tested in CI); outside it, its requests are still traced through the SDK, without FastMCP's details.
-_instruments_fastmcp = ("fastmcp >= 2.14.0, < 4.3",)
+# Optional: standalone FastMCP is hooked too when its `fastmcp` package is importable within this range (both
+# ends are tested in CI), whichever distribution provides it: `fastmcp`, or `fastmcp-slim` (published since
+# 3.3.0; `fastmcp` 4.x is a meta-package over it). Outside the range, its requests are still traced through
+# the SDK, without FastMCP's details.
+_instruments_fastmcp_any = ("fastmcp >= 2.14.0, < 4.3", "fastmcp-slim >= 3.3.0, < 4.3")
 
 _supports_metrics = True
