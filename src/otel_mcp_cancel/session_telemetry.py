@@ -10,6 +10,7 @@ transport, HTTP's version. On the client, a session is a `ClientSession` from en
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -60,10 +61,20 @@ LIVE_SESSIONS = LiveSessions()
 
 
 def error_type(error: BaseException) -> str:
-    """What ended a session: the exception's class, or the one exception inside a task group's group."""
-    while isinstance(inner := getattr(error, "exceptions", None), tuple) and len(inner) == 1:
-        error = inner[0]
-    return type(error).__qualname__
+    """What ended a session: the exception's class; for a task group's exception group (nested or not), the
+    class of the first exception inside it that is not a cancellation its siblings caused."""
+    leaves = list(_leaves(error))
+    causes = [leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)] or leaves
+    return type(causes[0]).__qualname__
+
+
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    inner = getattr(error, "exceptions", None)
+    if isinstance(inner, tuple) and inner:
+        for exception in inner:
+            yield from _leaves(exception)
+    else:
+        yield error
 
 
 def session_attributes(record: SessionRecord, error: BaseException | None) -> dict[str, Any]:

@@ -111,3 +111,23 @@ async def test_with_the_guard_off_a_cancel_during_the_write_is_on_the_span(guard
         await until(lambda: peer.closed)  # the SDK lets the cancellation escape: the session ends
     (span,) = [s for s in guard_off.request_spans() if s.attributes.get("jsonrpc.request.id") == "44"]
     assert [e.name for e in span.events] == ["mcp.response.write_interrupted"]
+
+
+async def test_with_the_guard_off_several_ghosts_end_the_session_named_by_their_cause(guard_off) -> None:
+    """Two ghosts answer late at once: the task group's exception group holds both AssertionErrors."""
+    gates = Gates()
+    async with raw_session(notes_server(gates)) as peer:
+        for request_id in (1, 2):
+            arguments = {"path": f"{request_id}.md"}
+            await peer.request(request_id, "tools/call", {"name": "shielded_write", "arguments": arguments})
+            await gates.started.wait()
+            gates.started = anyio.Event()  # the next call's start
+        for request_id in (1, 2):
+            await peer.cancel(request_id, "caller cancelled")
+        await peer.barrier("after-cancels")
+        gates.let_go()
+        await until(lambda: sorted(gates.side_effects) == ["1.md", "2.md"])
+        await until(lambda: peer.crashes != [])
+    (crash,) = peer.crashes
+    (session,) = guard_off.points("mcp.server.session.duration")
+    assert (session.count, session.attributes["error.type"]) == (1, "AssertionError"), repr(crash)
