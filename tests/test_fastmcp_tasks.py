@@ -195,9 +195,27 @@ async def test_a_cancel_after_the_task_finished_unpolled_is_a_ghost(captured, pl
         "commit", "unsafe", 1)
     (line,) = plugin_log()
     assert task.task_id in line.getMessage()
-    # The client never saw the commit finish; it was told its cancel went through.
+    # The client never saw the commit finish. FastMCP 2.x told it the task was cancelled; the extension's
+    # empty acknowledgement tells no status, and the caller left without asking: it gave up.
     viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
-    assert (viewed.attributes["tool.outcome"], viewed.attributes["mcp.task.status"]) == ("cancelled", "cancelled")
+    told_status = None if ON_TASKS_EXTENSION else "cancelled"
+    reason = "caller" if ON_TASKS_EXTENSION else None
+    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "mcp.task.status", "mcp.cancel.reason")} == {
+        "tool.outcome": "cancelled", "mcp.task.status": told_status, "mcp.cancel.reason": reason}
+
+
+@pytest.mark.skipif(not ON_TASKS_EXTENSION, reason="the 2026-07-28 extension's cancel is best-effort")
+async def test_an_acknowledged_cancel_is_no_verdict_the_status_told_next_is(captured) -> None:
+    app = TaskServer()
+    async with Client(app.server) as client:
+        task = await call_tool_task(client, "commit", {"path": "a.md"})
+        app.release.set()
+        await settled(captured, "ok", "completed")
+        await task.cancel()  # an empty acknowledgement
+        await told(task, "completed")  # the work had completed: the result is inline
+        viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
+    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "mcp.task.status", "mcp.cancel.reason")} == {
+        "tool.outcome": "ok", "mcp.task.status": "completed", "mcp.cancel.reason": None}
 
 
 async def test_a_cancel_after_the_result_was_polled_is_no_ghost(captured, plugin_log) -> None:

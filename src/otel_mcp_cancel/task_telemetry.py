@@ -47,7 +47,6 @@ from otel_mcp_cancel.conventions import (
     MCP_TASK_ID,
     MCP_TASK_STATUS,
     MCP_TASK_STATUS_MESSAGE,
-    TASK_CANCELLED,
     TASK_COMPLETED,
     TASK_FAILED,
     TASKS_CANCEL,
@@ -75,6 +74,8 @@ class TaskRecord:
     bound_to_session: bool  # the engine serves its result only to the session that created it
     work: HandlerEnd | None = None
     status: str | None = None  # the terminal status, once reached
+    last_status: str | None = None  # the last status an event reported
+    result_pending: bool = False  # told `completed` with no result inline: only its result can say isError
     is_tool_error: bool = False
     outcome_seen: bool = False  # its caller was told how it ended: its result, or a terminal status polled
     gave_up: bool = False  # a client's session ended before it learned how the task ended
@@ -164,14 +165,21 @@ class TaskTelemetry:
         task = self.find(task_id)
         if task is None or task.settled:
             return
-        status = task_status(status)
-        event: dict[str, Any] = {MCP_TASK_STATUS: status}
-        if isinstance(message, str):
-            event[MCP_TASK_STATUS_MESSAGE] = bounded(message)
-        task.span.add_event(EVENT_TASK_STATUS, event)
+        status = self._noted(task, status, message)
         if status in TERMINAL_TASK_STATUSES:
             task.status, task.is_tool_error = status, is_tool_error
             self._settle(task)
+
+    def _noted(self, task: TaskRecord, status: object, message: object = None) -> str:
+        """An event for a status the task was not known to have; returns the status, bounded."""
+        status = task_status(status)
+        if status != task.last_status:
+            task.last_status = status
+            event: dict[str, Any] = {MCP_TASK_STATUS: status}
+            if isinstance(message, str):
+                event[MCP_TASK_STATUS_MESSAGE] = bounded(message)
+            task.span.add_event(EVENT_TASK_STATUS, event)
+        return status
 
     def observe(self, record: RequestRecord, verdict: Verdict) -> None:
         """What a concluded request tells of a task: the creation itself, or a `tasks/*` request naming one.
@@ -219,6 +227,9 @@ class TaskTelemetry:
         with self._lock:
             left = [task for task in self._tasks.values() if task.creation.session is session and not task.settled]
         for task in left:
+            self._settle_pending(task)  # it was told the task completed; it never read how
+            if task.settled:
+                continue
             task.gave_up = True
             task.span.set_attribute(MCP_CANCEL_REASON, CANCEL_REASON_CALLER)
             self._settle(task)
@@ -228,8 +239,12 @@ class TaskTelemetry:
         task finished (completed or failed; on the 2026-07-28 extension with the result inline) knows the
         work happened."""
         status = message_field(polled, "status")
-        if not task.work_watched:
-            inline = message_field(polled, "result")
+        inline = message_field(polled, "result")
+        if not task.work_watched and status == TASK_COMPLETED and inline is None:
+            # 2025-11-25: `completed` says the work ended, not how; its result (`tasks/result`) settles it.
+            self._noted(task, status)
+            task.result_pending = True
+        elif not task.work_watched:
             self.reached(
                 task.task_id,
                 status,
@@ -244,6 +259,7 @@ class TaskTelemetry:
         self._maybe_end(task)
 
     def _cancel_answered(self, task: TaskRecord, record: RequestRecord, *, accepted: bool) -> None:
+        self._settle_pending(task)  # told it completed: a cancel now comes after its end
         if task.settled:
             # The caller believes it stopped work that had already happened (2025-11-25 rejects it; the
             # 2026-07-28 extension acknowledges it).
@@ -253,8 +269,15 @@ class TaskTelemetry:
                 self._ghosts.ghost(task.creation, record.span, handler_outcome,
                                    "the caller cancelled after the task had finished")
                 self._maybe_end(task)
-        elif accepted:
-            self.reached(task.task_id, TASK_CANCELLED)
+        elif accepted and message_field(record.result, "status") is not None:
+            # 2025-11-25 answers with the task's status; the 2026-07-28 extension's empty acknowledgement is
+            # best-effort, and the next status the caller is told decides.
+            self.reached(task.task_id, message_field(record.result, "status"))
+
+    def _settle_pending(self, task: TaskRecord) -> None:
+        """Settle a task its caller was told had completed, before anything that would settle it otherwise."""
+        if task.result_pending and not task.settled:
+            self.reached(task.task_id, TASK_COMPLETED)
 
     def _settle(self, task: TaskRecord) -> None:
         """Record the task's outcome on its span and the duration metric; end the span unless its work runs on."""
@@ -275,11 +298,13 @@ class TaskTelemetry:
         self._maybe_end(task)
 
     def session_ended(self, session: object) -> None:
-        """A server session ended: the results its tasks had not delivered are out of its caller's reach."""
+        """A server session ended: the results its tasks had not delivered are out of its caller's reach, and a
+        completed task followed from the wire whose result nobody fetched is settled as completed."""
         with self._lock:
-            bound = [task for task in self._tasks.values() if task.bound_to_session and task.creation.in_session
-                     is session]
-        for task in bound:
+            ended = [task for task in self._tasks.values() if task.creation.in_session is session]
+        for task in ended:
+            self._settle_pending(task)
+        for task in [task for task in ended if task.bound_to_session]:
             task.session_over = True
             self._maybe_end(task)
 

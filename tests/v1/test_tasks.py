@@ -425,3 +425,58 @@ async def test_a_call_that_repeats_a_task_ghost_is_its_retry(captured) -> None:
     assert [link.context.span_id for link in retry.links] == [cancel.context.span_id]
     (retries,) = captured.points("mcp.server.ghost_retries")
     assert (dict(retries.attributes), retries.value) == ({"gen_ai.tool.name": "commit", "tool.ghost_risk": "unsafe"}, 1)
+
+
+@pytest.mark.parametrize(("tool", "outcome"), [("commit", "ok"), ("refuse", "failed")])
+async def test_the_clients_task_span_takes_its_outcome_from_the_result_and_each_status_once(
+    captured, tool, outcome
+) -> None:
+    """The 1.x client polls `working` twice, then `completed`: one event per status it was told, and the verdict
+    waits for `tasks/result`, which alone can say isError on this wire (the server's engine stores `completed`
+    for a result with isError, and its own span says `failed`)."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    app = TaskApp()
+    async with create_connected_server_and_client_session(app.server) as session:
+        await session.list_tools()
+        created = await session.experimental.call_tool_as_task(tool, {"path": "a.md"}, ttl=60_000)
+        task_id = created.task.taskId
+        await app.started.wait()
+        for _ in range(2):
+            assert (await session.experimental.get_task(task_id)).status == "working"
+        app.release.set()
+        await until(lambda: bool(app.side_effects))
+        with anyio.fail_after(10):
+            while (polled := await session.experimental.get_task(task_id)).status == "working":
+                await anyio.sleep(0.01)
+        assert polled.status == "completed"
+        assert task_spans(captured, tool, SpanKind.CLIENT) == []  # completed says the work ended, not how
+        result = await session.experimental.get_task_result(task_id, types.CallToolResult)
+        assert result.isError is (tool == "refuse")
+        viewed = await task_ended(captured, tool, SpanKind.CLIENT)
+    served = await task_ended(captured, tool)
+    assert (viewed.attributes["tool.outcome"], served.attributes["tool.outcome"]) == (outcome, outcome)
+    assert events(viewed) == [(STATUS_EVENT, {"mcp.task.status": "working"}),
+                              (STATUS_EVENT, {"mcp.task.status": "completed"})]
+    for span in (viewed, served):
+        assert span.attributes["mcp.task.status"] == "completed"
+        assert span.attributes.get("error.type") == ("tool_error" if outcome == "failed" else None)
+
+
+async def test_a_client_told_its_task_completed_that_never_reads_the_result_saw_it_complete(captured) -> None:
+    """Its session ends after `completed` and before `tasks/result`: not a caller who gave up, but one told the
+    work ended (ok, as far as it knows)."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    app = TaskApp()
+    app.release.set()
+    async with create_connected_server_and_client_session(app.server) as session:
+        await session.list_tools()
+        created = await session.experimental.call_tool_as_task("commit", {"path": "a.md"}, ttl=60_000)
+        with anyio.fail_after(10):
+            while (await session.experimental.get_task(created.task.taskId)).status != "completed":
+                await anyio.sleep(0.01)
+        assert task_spans(captured, "commit", SpanKind.CLIENT) == []
+    viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
+    assert (viewed.attributes["tool.outcome"], viewed.attributes.get("mcp.cancel.reason")) == ("ok", None)
+    assert [attributes["mcp.task.status"] for _, attributes in events(viewed)] == ["working", "completed"]
