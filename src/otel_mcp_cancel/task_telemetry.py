@@ -86,6 +86,8 @@ class TaskRecord:
     ttl: float | None = None  # seconds its result is kept, from its creating answer
     expires_at: float | None = None  # when its result expires, once it finished unasked
     verdict: Verdict | None = None
+    took: float | None = None  # seconds from the call to its terminal status
+    measured: bool = False  # its span named by its tool and its duration point recorded
 
     @property
     def settled(self) -> bool:
@@ -192,6 +194,8 @@ class TaskTelemetry:
             if verdict.task_status is not None:
                 task = self.begin(record, record.task_id, work_watched=False)
                 task.announced, task.ttl = True, record.task_ttl  # an engine hook may have begun it earlier
+                if task.settled:  # it finished before its creating request was concluded
+                    self._name_and_measure(task)
                 self.reached(task.task_id, verdict.task_status)
                 self._maybe_end(task)
             return
@@ -284,18 +288,28 @@ class TaskTelemetry:
         verdict = classify_task(task.status, task.work, task.is_tool_error, gave_up=task.gave_up,
                                 cancelled_is_error=self._cancelled_is_error)
         task.verdict = verdict
-        creation, span = task.creation, task.span
-        outcome = verdict_attributes(TOOLS_CALL, verdict)
+        task.took = time.perf_counter() - task.creation.started
         with contained("recording a task's outcome"):
-            registered = creation.tool_registered
-            span.update_name(span_name(TASK_SPAN_PREFIX, creation.target, target_registered=registered))
-            span.set_attributes(outcome)
+            task.span.set_attributes(verdict_attributes(TOOLS_CALL, verdict))
             if verdict.span_error:
-                span.set_status(Status(StatusCode.ERROR, verdict.description))
-        with contained("measuring a task"), trace.use_span(span, record_exception=False, set_status_on_exception=False):
-            attributes = metric_attributes(*metric_fields(creation), tuple(outcome.items()))
-            self._record_duration(time.perf_counter() - creation.started, attributes)
+                task.span.set_status(Status(StatusCode.ERROR, verdict.description))
+        if task.announced:
+            self._name_and_measure(task)
         self._maybe_end(task)
+
+    def _name_and_measure(self, task: TaskRecord) -> None:
+        """Name a settled task's span by its tool and record its duration point, once its creating request was
+        concluded: only then is it known whether the server serves that tool (else both say _OTHER)."""
+        if task.measured:
+            return
+        task.measured = True
+        creation, span = task.creation, task.span
+        with contained("naming a task"):
+            span.update_name(span_name(TASK_SPAN_PREFIX, creation.target, target_registered=creation.tool_registered))
+        with contained("measuring a task"), trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            outcome = verdict_attributes(TOOLS_CALL, task.verdict)
+            attributes = metric_attributes(*metric_fields(creation), tuple(outcome.items()))
+            self._record_duration(task.took, attributes)
 
     def session_ended(self, session: object) -> None:
         """A server session ended: the results its tasks had not delivered are out of its caller's reach, and a

@@ -480,3 +480,26 @@ async def test_a_client_told_its_task_completed_that_never_reads_the_result_saw_
     viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
     assert (viewed.attributes["tool.outcome"], viewed.attributes.get("mcp.cancel.reason")) == ("ok", None)
     assert [attributes["mcp.task.status"] for _, attributes in events(viewed)] == ["working", "completed"]
+
+
+async def test_tasks_that_finish_before_their_creation_is_answered_are_named_like_slow_ones(captured) -> None:
+    """200 tasks at once, each free to finish at once: many end before their creating request concludes."""
+    app = TaskApp()
+    app.release.set()
+    async with raw_session(app.server) as peer:
+        await peer.call("listed", "tools/list", {})
+        for request_id in range(200):
+            await peer.request(request_id, "tools/call", {"name": "commit", "arguments": {"path": f"{request_id}.md"},
+                                                          "task": {"ttl": 60_000}})
+        for request_id in range(200):  # each caller fetches its result, as callers do
+            task_id = (await peer.answer(request_id)).result["task"]["taskId"]
+            await peer.call(f"result-{request_id}", "tasks/result", {"taskId": task_id})
+        def tasks() -> list[Any]:
+            return [span for span in captured.spans.get_finished_spans() if span.name.startswith("task ")]
+
+        await until(lambda: len(tasks()) == 200)
+    assert {span.name for span in tasks()} == {"task commit"}
+    tools = {p.attributes.get("gen_ai.tool.name") for p in captured.points("mcp.server.operation.duration")
+             if p.attributes.get("mcp.method.name") == "tools/call"}
+    assert tools == {"commit"}
+    assert outcome_points(captured)[(("tool.outcome", "ok"), ("mcp.task.status", "completed"))] == 200
