@@ -25,6 +25,11 @@ if not (ON_TASKS_EXTENSION or ON_FASTMCP_2):
     pytest.skip("neither fastmcp-tasks nor FastMCP 2.x with Docket is installed", allow_module_level=True)
 
 from fastmcp import Client, FastMCP  # noqa: E402
+
+try:
+    from mcp_types import CallToolResult, TextContent
+except ImportError:  # mcp 1.x
+    from mcp.types import CallToolResult, TextContent
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from tests.conftest import Captured  # noqa: E402
@@ -81,6 +86,12 @@ class TaskServer:
             self.started.set()
             await self.release.wait()
             raise RuntimeError("disk full")
+
+        @self.server.tool(task=True, annotations={"readOnlyHint": True})
+        async def refuse(path: str) -> Any:
+            self.started.set()
+            await self.release.wait()
+            return CallToolResult(content=[TextContent(type="text", text=f"{path} has no title")], isError=True)
 
 
 async def call_tool_task(client: Client, tool: str, arguments: dict[str, Any]) -> Any:
@@ -156,6 +167,24 @@ async def test_a_task_whose_tool_raised_is_failed(captured) -> None:
     assert {key: span.attributes.get(key) for key in ("tool.outcome", "error.type", "mcp.task.status")} == {
         "tool.outcome": "failed", "error.type": "tool_error", "mcp.task.status": status}
     assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, description)
+
+
+async def test_a_task_whose_tool_returned_is_error_is_failed_on_both_ends(captured) -> None:
+    app = TaskServer()
+    async with Client(app.server) as client:
+        task = await call_tool_task(client, "refuse", {"path": "a.md"})
+        app.release.set()
+        await settled(captured, "failed", "completed")
+        await told(task, "completed")
+        if not ON_TASKS_EXTENSION:
+            await task.result()  # the draft wire: only the result says isError
+        served = await task_ended(captured, "refuse")
+        viewed = await task_ended(captured, "refuse", SpanKind.CLIENT)
+    failed = {"tool.outcome": "failed", "error.type": "tool_error", "mcp.task.status": "completed"}
+    # FastMCP 2.x's engine serves a returned CallToolResult as the text of an ok result: its client is told ok.
+    told_ok = {"tool.outcome": "ok", "error.type": None, "mcp.task.status": "completed"}
+    for span, expected in ((served, failed), (viewed, failed if ON_TASKS_EXTENSION else told_ok)):
+        assert {key: span.attributes.get(key) for key in expected} == expected
 
 
 async def test_a_task_cancelled_while_working_is_cancelled_and_its_work_stopped(captured, plugin_log) -> None:

@@ -10,7 +10,8 @@ Where such a task lives:
   lets a raised error fail the execution.
 - Docket stores each execution's end: `Execution.mark_as_completed`, `mark_as_failed`,
   `mark_as_cancelled` (after its cancel interrupted the work). These are where the work ended and
-  the task's status was decided, whether or not anyone polls.
+  the task's status was decided, whether or not anyone polls. A completed execution's stored result
+  (read back with `Execution.get_result`) says whether the tool returned an `isError` result.
 - `tasks/cancel` is seen on the wire, by the request hooks.
 """
 
@@ -19,10 +20,12 @@ from __future__ import annotations
 import importlib
 import threading
 from collections import OrderedDict
+from datetime import timedelta
 from typing import Any
 
 from opentelemetry import trace
 
+from otel_mcp_cancel.attributes import is_tool_error
 from otel_mcp_cancel.conventions import TASK_CANCELLED, TASK_COMPLETED, TASK_FAILED, TASK_INPUT_REQUIRED, TOOLS_CALL
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks.observations import HookSet, arg
@@ -41,6 +44,8 @@ _ENDS = {
 # Legs whose body has ended but whose execution Docket has not marked yet; a worker that dies in between
 # leaves its note here, so the table is bounded.
 CAPACITY = 10_000
+# The result is stored before its execution is marked completed: reading it back never waits in practice.
+_RESULT_READ_TIMEOUT = timedelta(seconds=1)
 
 
 class FastMCPTaskHooks(HookSet):
@@ -106,12 +111,25 @@ class FastMCPTaskHooks(HookSet):
             with contained("following a task's end"):
                 task_id = self._task_id(instance.key)
                 if task_id is not None:
-                    self._ended(task_id, wrapped.__name__)
+                    with self._lock:
+                        leg_end = self._leg_ends.pop(task_id, None)
+                    if leg_end is None and wrapped.__name__ == "mark_as_completed":
+                        leg_end = await self._stored_result_end(instance, arg(args, kwargs, 0, "result_key"))
+                    self._ended(task_id, wrapped.__name__, leg_end)
         return marked
 
-    def _ended(self, task_id: str, mark: str) -> None:
-        with self._lock:
-            leg_end = self._leg_ends.pop(task_id, None)
+    async def _stored_result_end(self, execution: Any, result_key: object) -> str | None:
+        """TOOL_ERROR when the result a completed execution stored has isError: a tool that returned one
+        (a raised error is seen where the engine turns it into a result)."""
+        if result_key is None:  # the tool returned nothing
+            return None
+        with contained("reading a task's stored result"):
+            result = await execution.get_result(timeout=_RESULT_READ_TIMEOUT)
+            if is_tool_error(result):
+                return TOOL_ERROR
+        return None
+
+    def _ended(self, task_id: str, mark: str, leg_end: str | None) -> None:
         tasks = self._telemetry.tasks
         tasks.link_work(task_id, trace.get_current_span().get_span_context())  # Docket marks in its worker span
         if leg_end == PARKED and mark == "mark_as_completed":
