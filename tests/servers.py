@@ -22,6 +22,7 @@ class Gates:
     thread_started: threading.Event = field(default_factory=threading.Event)
     thread_release: threading.Event = field(default_factory=threading.Event)
     side_effects: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)  # the texts of `slow` calls that ran to their end
 
     def let_go(self) -> None:
         self.release.set()
@@ -78,6 +79,7 @@ def notes_server(gates: Gates, framework: Framework = SDK) -> Any:
     async def slow(text: str) -> str:
         gates.started.set()
         await gates.release.wait()
+        gates.finished.append(text)
         return text
 
     @server.tool()

@@ -14,6 +14,7 @@ from opentelemetry.trace import SpanKind
 
 from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel.instruments import SESSION_DURATION_BUCKETS
+from otel_mcp_cancel.request_state import LIVE
 from otel_mcp_cancel.session_telemetry import LIVE_SESSIONS, error_type
 from tests.conftest import is_request_span
 from tests.raw_peer import is_result, lowlevel_of, raw_peer_over, raw_session, served_in_memory
@@ -195,3 +196,39 @@ async def test_client_spans_name_the_session_the_server_gave(captured, sink: Otl
     assert sent.attributes["mcp.session.id"] == served.attributes["mcp.session.id"]
     (initialize,) = [s for s in captured.of_kind(SpanKind.CLIENT) if s.name == "initialize"]
     assert "mcp.session.id" not in initialize.attributes  # the server assigns it in its answer
+
+
+async def test_a_caller_that_hung_up_gave_up_and_work_finished_after_is_a_ghost(
+    framework, captured, plugin_log
+) -> None:
+    """The client closes its stream with two calls in flight, then both handlers are let go. The caller gave up
+    (cancelled, as by a cancel with no reason). A shielded write finishes: a ghost, its answer delivered to
+    nobody. The other handler is interrupted as the stream ends (mcp 2.x, later 1.x) or finishes (earlier
+    1.x: a ghost too)."""
+    gates = Gates()
+    crashes: list[Exception] = []
+    async with served_in_memory(notes_server(gates, framework), crashes) as (read_stream, write_stream):
+        async with raw_peer_over(read_stream, write_stream) as peer:
+            await peer.request(1, "tools/call", {"name": "shielded_write", "arguments": {"path": "a.md"}})
+            await gates.started.wait()
+            gates.started = anyio.Event()
+            await peer.request(2, "tools/call", {"name": "slow", "arguments": {"text": "x"}})
+            await gates.started.wait()
+            await write_stream.aclose()
+            try:  # the server reads the end of the stream (the plugin notes the write's caller gone) first
+                await until(lambda: [record.caller_gone for record in list(LIVE._records.values())
+                                     if record.request_id == 1] == [True])
+            finally:
+                gates.let_go()
+            await until(lambda: len([s for s in captured.request_spans() if s.name.startswith("tools/call")]) == 2)
+    spans = {s.attributes["jsonrpc.request.id"]: s for s in captured.request_spans() if s.name.startswith("tools/")}
+    assert gates.side_effects == ["a.md"]
+    slow_ghost = "ok" if gates.finished == ["x"] else None
+    for request_id, handler_outcome in (("1", "ok"), ("2", slow_ghost)):
+        span = spans[request_id]
+        assert span.attributes["tool.outcome"] == "cancelled", request_id
+        assert span.attributes.get("tool.handler_outcome") == handler_outcome, request_id
+        assert "error.type" not in span.attributes and framework.our_events(span)[0] == ("mcp.request.cancelled", {})
+    ghosts = sum(p.value for p in captured.points("mcp.server.ghost_responses"))
+    assert ghosts == len([record for record in plugin_log() if "suppressed" in record.getMessage()]) == (
+        1 + len(gates.finished))

@@ -39,6 +39,7 @@ class RequestRecord:
     answer: Answer | None = None
     result: Any = None  # the answer's result as the hook saw it; recorded only if content capture is on
     cancelled: bool = False
+    caller_gone: bool = False  # its caller's stream ended before any answer was written: none written later reaches it
     cancel_reason: str | None = None
     cancel_time_ns: int | None = None
     write_interrupted: bool = False  # a cancel cut the answer's write short (mcp 1.x without the guard)
@@ -62,8 +63,20 @@ class RequestRecord:
 
     def note_answer(self, answer: Answer) -> None:
         # Only the first answer counts: it is the one the peer can have seen.
-        if self.answer is None:
+        if self.answer is None and not self.caller_gone:
             self.answer = answer
+
+    def note_caller_gone(self) -> None:
+        """The caller hung up (its stream ended) with no answer written yet: it gave up, as with a cancel that
+        gives no reason, and an answer written after reaches nobody."""
+        if self.answer is None:
+            self.caller_gone = True
+            self.note_cancel(None)
+
+    def note_undelivered(self) -> None:
+        """The answer's write failed because the caller's stream had closed: nothing reached it."""
+        self.answer = None
+        self.note_caller_gone()
 
     def note_cancel(self, reason: str | None, at_ns: int | None = None) -> None:
         # A duplicate cancel keeps the first one's reason and time.
@@ -131,6 +144,13 @@ class LiveRequests:
                 return None
         record.note_cancel(reason, now)
         return record
+
+    def callers_gone(self, session: object) -> None:
+        """The stream of `session` (a request's `session`) ended: its requests still in flight lost their caller."""
+        with self._lock:
+            orphaned = [record for record in self._records.values() if record.session is session]
+        for record in orphaned:
+            record.note_caller_gone()
 
     def _drop_early(self, key_id: int, _ref: object) -> None:
         with self._lock:

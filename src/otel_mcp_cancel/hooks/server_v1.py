@@ -107,6 +107,7 @@ class ServerHooksV1(FrameworkHooks):
             Hook("mcp.server.session", "ServerSession._received_request", self._received_request),
             Hook("mcp.shared.session", "RequestResponder.respond", self._respond),
             Hook("mcp.shared.session", "RequestResponder.cancel", self._cancel),
+            Hook("mcp.shared.session", "BaseSession._receive_loop", self._receive_loop),
             # A cancel for a request no longer in flight reaches nothing but this validation.
             Hook("mcp.types", "ClientNotification.model_validate", self._notification_validated, inherited=True),
             *self.framework_hooks("mcp.server.fastmcp", _STDIO_SERVER_BINDINGS),
@@ -192,6 +193,19 @@ class ServerHooksV1(FrameworkHooks):
             if (record := LIVE.find(instance)) is not None:
                 record.write_interrupted = True
             raise
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if (record := LIVE.find(instance)) is not None:
+                record.note_undelivered()  # the caller's connection had closed: nothing was written
+            raise
+
+    async def _receive_loop(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """A session's read stream ended (the peer hung up): 1.x lets its handlers run on, and their answers
+        reach nobody. A loop stopped by a cancel (the server shutting down) says nothing of the caller."""
+        ended = await wrapped(*args, **kwargs)
+        if self.active:
+            with contained("noting callers gone"):
+                LIVE.callers_gone(instance)
+        return ended
 
     async def _cancel(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         answering = _answering(instance)

@@ -77,6 +77,7 @@ class ServerHooksV2(FrameworkHooks):
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._dispatch_notification", self._notification),
             Hook("mcp.shared.direct_dispatcher", "DirectDispatcher._dispatch_request", self._direct_request),
             Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request),
+            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._fan_out_closed", self._read_ended),
             Hook("mcp.server.runner", "serve_connection", self._serve_connection),
             Hook("mcp.server.runner", "_serve_legacy_stream", self._legacy_stream),
             Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware),
@@ -126,6 +127,14 @@ class ServerHooksV2(FrameworkHooks):
                 error = arg(args, kwargs, 1, "error")
                 record.note_answer(Answer.error(error.code, error.message))
         return await wrapped(*args, **kwargs)
+
+    def _read_ended(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """The dispatcher's read stream ended (the peer hung up; the SDK then cancels its handlers, and answers
+        the interrupted ones with -32000 into the closed connection): its callers are gone."""
+        if self.active:
+            with contained("noting callers gone"):
+                LIVE.callers_gone(instance)
+        return wrapped(*args, **kwargs)
 
     def _answering(self, args: Any, kwargs: Any) -> RequestRecord | None:
         """The current request's record, if this write answers it (a handler may write other messages)."""
