@@ -223,13 +223,17 @@ async def check_every_query(prometheus: Prometheus, sink: OtlpSink) -> None:
         ("release", "ok"): 1,
     }
     assert values(prometheus.query(per_tool), "gen_ai_tool_name", "tool_outcome") == expected
-    await until(lambda: len(sink.server_spans("otel_mcp_cancel")) >= sum(expected.values()))
-    from_spans = Counter(
-        (metric_tool_name(span), span.attributes["tool.outcome"])
-        for span in sink.server_spans("otel_mcp_cancel")
-        if span.attributes["mcp.method.name"] == "tools/call"
-    )
-    assert from_spans == expected
+
+    def from_spans() -> Counter:
+        return Counter(
+            (metric_tool_name(span), span.attributes["tool.outcome"])
+            for span in sink.server_spans("otel_mcp_cancel")
+            if span.attributes["mcp.method.name"] == "tools/call"
+        )
+
+    # Spans are exported in batches of their own: wait for every tools/call span, not for any spans.
+    await until(lambda: from_spans().total() >= sum(expected.values()), seconds=30)
+    assert from_spans() == expected
 
     cancelled, failed = dashboard["Cancelled next to failed (calls per second)"]
     assert list(prometheus.query(cancelled).values()) == [0.0]  # the one cancel came before the second round
