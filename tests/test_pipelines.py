@@ -276,31 +276,33 @@ async def test_sessions_by_how_they_ended_on_a_real_prometheus(sink: OtlpSink, t
     """Streamable HTTP sessions: one ends normally; on mcp 1.x with the guard off, a ghost ends another."""
     metrics_port = free_port()
     guard_off = {"OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD": "off"} if MCP_MAJOR == 1 else {}
-    server = HttpServer(
-        sink, tmp_path, "streamable-http",
-        OTEL_METRICS_EXPORTER="prometheus",
-        OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1",
-        OTEL_EXPORTER_PROMETHEUS_PORT=str(metrics_port),
-        **guard_off,
-    )
-    prometheus = Prometheus(tmp_path, metrics_port, ALERTS)
-    url = f"http://127.0.0.1:{server.port}/mcp"
-    expected = {("",): 1.0}
+    prometheus = Prometheus(tmp_path, metrics_port, ALERTS)  # first: it skips where there is none
     try:
-        async with http_streams(url) as streams, raw_peer_over(*streams) as peer:
-            await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
-        if MCP_MAJOR == 1:
+        server = HttpServer(
+            sink, tmp_path, "streamable-http",
+            OTEL_METRICS_EXPORTER="prometheus",
+            OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1",
+            OTEL_EXPORTER_PROMETHEUS_PORT=str(metrics_port),
+            **guard_off,
+        )
+        url = f"http://127.0.0.1:{server.port}/mcp"
+        expected = {("",): 1.0}
+        try:
             async with http_streams(url) as streams, raw_peer_over(*streams) as peer:
-                await gated_ghost(peer, tmp_path)
-            expected[("AssertionError",)] = 1.0
-        (panel,) = dashboard_queries()["Sessions by how they ended, per server (since the server started)"]
-        await until(lambda: values(prometheus.query(panel), "error_type") == expected, seconds=30)
-        alert = alert_queries()["McpSessionEndedByError"]
-        ended_by_error = {key: value for key, value in expected.items() if key != ("",)}
-        await until(lambda: values(prometheus.query(alert), "error_type") == ended_by_error, seconds=30)
-        assert {labels for series in prometheus.query(panel) for labels in dict(series)} == {
-            "job", "instance", *(["error_type"] if MCP_MAJOR == 1 else [])
-        }
+                await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+            if MCP_MAJOR == 1:
+                async with http_streams(url) as streams, raw_peer_over(*streams) as peer:
+                    await gated_ghost(peer, tmp_path)
+                expected[("AssertionError",)] = 1.0
+            (panel,) = dashboard_queries()["Sessions by how they ended, per server (since the server started)"]
+            await until(lambda: values(prometheus.query(panel), "error_type") == expected, seconds=30)
+            alert = alert_queries()["McpSessionEndedByError"]
+            ended_by_error = {key: value for key, value in expected.items() if key != ("",)}
+            await until(lambda: values(prometheus.query(alert), "error_type") == ended_by_error, seconds=30)
+            assert {labels for series in prometheus.query(panel) for labels in dict(series)} == {
+                "job", "instance", *(["error_type"] if MCP_MAJOR == 1 else [])
+            }
+        finally:
+            server.stop()
     finally:
         prometheus.stop()
-        server.stop()
