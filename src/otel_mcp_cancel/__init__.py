@@ -159,8 +159,9 @@ def _fastmcp_distribution() -> tuple[str, str] | None:
     importable (a warning when no installed distribution claims it)."""
     if not _importable("fastmcp"):
         return None
-    for name in importlib.metadata.packages_distributions().get("fastmcp", []):
-        return canonicalize_name(name), importlib.metadata.version(name)
+    providers = importlib.metadata.packages_distributions().get("fastmcp")
+    if providers:
+        return canonicalize_name(providers[0]), importlib.metadata.version(providers[0])
     logger.warning("otel_mcp_cancel: the fastmcp package is importable but no installed distribution provides "
                    "it, so its version is unknown; its requests are traced through the SDK alone")
     return None

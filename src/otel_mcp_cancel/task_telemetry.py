@@ -273,10 +273,10 @@ class TaskTelemetry:
                 self._ghosts.ghost(task.creation, record.span, handler_outcome,
                                    "the caller cancelled after the task had finished")
                 self._maybe_end(task)
-        elif accepted and message_field(record.result, "status") is not None:
+        elif accepted and (status := message_field(record.result, "status")) is not None:
             # 2025-11-25 answers with the task's status; the 2026-07-28 extension's empty acknowledgement is
             # best-effort, and the next status the caller is told decides.
-            self.reached(task.task_id, message_field(record.result, "status"))
+            self.reached(task.task_id, status)
 
     def _settle_pending(self, task: TaskRecord) -> None:
         """Settle a task its caller was told had completed, before anything that would settle it otherwise."""
