@@ -24,9 +24,9 @@ from examples.otlp_sink import OtlpSink, ReceivedSpan, exporter_environment  # n
 SERVER = Path(__file__).with_name("notes_server.py")
 WIDTH, ROW, LEFT = 960, 64, 310
 MARKS = {
-    "mcp.request.cancelled": "#e0a800",
-    "mcp.ghost_response.suppressed": "#c0392b",
-    "mcp.ghost_response.retried": "#8e44ad",
+    "tool.request_cancelled": "#e0a800",
+    "tool.ghost_response": "#c0392b",
+    "tool.ghost_retry": "#8e44ad",
 }
 
 

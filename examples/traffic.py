@@ -41,7 +41,7 @@ SERVER = Path(__file__).with_name("notes_server.py")
 SCOPE = "otel_mcp_cancel"
 OUTCOMES = ("ok", "failed", "cancelled")
 # What the trace view shows of a span: what an operator filters on.
-SHOWN = ("tool.outcome", "mcp.cancel.reason", "error.type", "tool.handler_outcome", "tool.ghost_risk",
+SHOWN = ("tool.outcome", "tool.cancel_reason", "error.type", "tool.handler_outcome", "tool.ghost_risk",
          "tool.retried_ghost_risk")
 
 
@@ -148,8 +148,8 @@ def print_summary(sink: OtlpSink, rounds: int, vault: Path, ghost_notes: list[st
     ghost_ids = {(s.trace_id, s.span_id) for s in ghosts}
     warnings = [log for log in sink.logs if log.severity_text == "WARN"]
     tied = sum((log.trace_id, log.span_id) in ghost_ids for log in warnings)
-    counted = sum(p.value for p in sink.latest_points("mcp.server.ghost_responses"))
-    retries_counted = sum(p.value for p in sink.latest_points("mcp.server.ghost_retries"))
+    counted = sum(p.value for p in sink.latest_points("tool.ghost_responses"))
+    retries_counted = sum(p.value for p in sink.latest_points("tool.ghost_retries"))
     by_risk = Counter(s.attributes["tool.ghost_risk"] for s in ghosts)
     on_disk = sum((vault / name).exists() for name in ghost_notes)
 
@@ -158,11 +158,11 @@ def print_summary(sink: OtlpSink, rounds: int, vault: Path, ghost_notes: list[st
     print("\n".join(outcome_table(calls)))
     print(f"\nghosts (the handler finished, its answer was suppressed): {len(ghosts)}, by risk: "
           + ", ".join(f"{risk} {n}" for risk, n in sorted(by_risk.items())))
-    print(f"  mcp.server.ghost_responses counter: {counted:.0f}; WARNING log records tied to a ghost span: "
+    print(f"  tool.ghost_responses counter: {counted:.0f}; WARNING log records tied to a ghost span: "
           f"{tied} of {len(warnings)}")
     print(f"  ghost writes on disk all the same: {on_disk} of {len(ghost_notes)} notes")
     print(f"retries of a ghost (same session, tool and arguments): {len(retries)}, "
-          f"mcp.server.ghost_retries counter: {retries_counted:.0f}")
+          f"tool.ghost_retries counter: {retries_counted:.0f}")
     joined = sum(s.parent_span_id in client_spans for s in calls)
     print(f"one trace per call: {joined} of {len(calls)} server spans are children of this client's spans")
     print("\na ghost and its retry, as a trace view shows them")
@@ -212,7 +212,7 @@ async def exported(sink: OtlpSink) -> None:
     is exported on its own schedule."""
     def caught_up() -> bool:
         ghosts = [s for s in sink.server_spans(SCOPE) if "tool.ghost_risk" in s.attributes]
-        counted = sum(p.value for p in sink.latest_points("mcp.server.ghost_responses"))
+        counted = sum(p.value for p in sink.latest_points("tool.ghost_responses"))
         warnings = [log for log in sink.logs if log.severity_text == "WARN"]
         return bool(ghosts) and counted == len(ghosts) == len(warnings)
 

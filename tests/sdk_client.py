@@ -38,6 +38,9 @@ class SdkClient:
                 raise TimeoutError(exc.error.message) from exc
             raise
 
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> Any:
+        return await self._session.get_prompt(name, arguments)
+
     async def list_tools(self) -> Any:
         return await self._session.list_tools()
 

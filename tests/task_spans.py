@@ -10,8 +10,8 @@ from opentelemetry.trace import SpanKind
 from tests.conftest import Captured
 from tests.support import until
 
-STATUS_EVENT = "mcp.task.status_changed"
-GHOST_EVENT = "mcp.ghost_response.suppressed"
+STATUS_EVENT = "tool.task_status_changed"
+GHOST_EVENT = "tool.ghost_response"
 
 
 def spans_named(captured: Captured, name: str) -> list[Any]:

@@ -53,7 +53,12 @@ def test_every_emitted_name_and_value_is_documented() -> None:
         conventions.CANCEL_REASON_TIMEOUT,
         conventions.CANCEL_REASON_CALLER,
         environment_variables.OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
-        conventions.MCP_CANCEL_REASON,
+        conventions.TOOL_CANCEL_REASON,
+        conventions.TOOL_CANCEL_MESSAGE,
+        conventions.TOOL_CANCELLED_REQUEST_ID,
+        conventions.EVENT_CANCEL_RECEIVED,
+        conventions.EVENT_TASK_STATUS,
+        conventions.ERROR_TYPE_TIMEOUT,
         conventions.EVENT_REQUEST_CANCELLED,
         conventions.EVENT_GHOST_SUPPRESSED,
         conventions.EVENT_RESPONSE_WRITE_INTERRUPTED,
@@ -77,8 +82,8 @@ def test_every_emitted_name_and_value_is_documented() -> None:
     for name in (
         "tool_outcome",
         "tool_ghost_risk",
-        "mcp_server_ghost_responses_total",
-        "mcp_server_ghost_retries_total",
+        "tool_ghost_responses_total",
+        "tool_ghost_retries_total",
         "mcp_server_operation_duration_seconds",
     ):
         assert name in DOCUMENTATION

@@ -69,7 +69,7 @@ async def test_one_server_span_per_request_across_every_scope(captured) -> None:
     expected = {
         "1": ("tools/call echo", "ok"),
         "2": ("tools/call broken", "failed"),
-        "3": ("tools/call _OTHER", "failed"),
+        "3": ("tools/call", "failed"),
         "4": ("resources/read", None),
         "5": ("ping", None),
         "6": ("tools/call shielded_write", "cancelled"),
@@ -150,11 +150,11 @@ async def test_tools_are_named_and_risked_from_fastmcps_registry_on_the_first_ca
     assert (echo.name, added.name) == ("tools/call echo", "tools/call added")
     assert ghost.name == "tools/call vault_commit"
     assert (ghost.attributes["tool.outcome"], ghost.attributes["tool.ghost_risk"]) == ("cancelled", "unsafe")
-    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (ghosts,) = captured.points("tool.ghost_responses")
     assert dict(ghosts.attributes)["gen_ai.tool.name"] == "vault_commit"
     assert ghosts.attributes["tool.ghost_risk"] == ghost.attributes["tool.ghost_risk"]
     # A disabled tool is not served: folded, like any name the server does not know.
-    assert (gone_span.name, gone_span.attributes["tool.outcome"]) == ("tools/call _OTHER", "failed")
+    assert (gone_span.name, gone_span.attributes["tool.outcome"]) == ("tools/call", "failed")
 
 
 async def test_a_call_cancelled_before_fastmcp_reached_its_tool_is_still_named(captured) -> None:
@@ -212,7 +212,7 @@ async def test_fastmcps_client_calls_get_our_client_spans_in_one_trace_with_the_
     assert (echo.name, echo.attributes["tool.outcome"]) == ("tools/call echo", "ok")
     (served,) = [s for s in captured.request_spans() if s.name == "tools/call echo"]
     assert served.parent.span_id == echo.context.span_id and served.context.trace_id == echo.context.trace_id
-    assert (slow.attributes["tool.outcome"], slow.attributes["mcp.cancel.reason"]) == ("cancelled", "timeout")
+    assert (slow.attributes["tool.outcome"], slow.attributes["tool.cancel_reason"]) == ("cancelled", "timeout")
 
 
 async def test_over_stdio_one_span_per_request_and_the_first_ghost_has_its_risk(sink: OtlpSink, tmp_path) -> None:

@@ -201,7 +201,7 @@ async def test_a_task_cancelled_while_working_is_cancelled_and_its_work_stopped(
     assert [link.context.span_id for link in one(captured, "tasks/cancel", SpanKind.SERVER).links] == [
         span.context.span_id]
     assert outcome_points(captured)[(("tool.outcome", "cancelled"), ("mcp.task.status", "cancelled"))] == 1
-    assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
+    assert captured.points("tool.ghost_responses") == [] and plugin_log() == []
     assert (await task_ended(captured, "commit", SpanKind.CLIENT)).attributes["tool.outcome"] == "cancelled"
 
 
@@ -219,7 +219,7 @@ async def test_a_cancel_after_the_task_finished_unpolled_is_a_ghost(captured, pl
     assert {key: cancel.attributes.get(key) for key in ("mcp.task.id", "tool.handler_outcome", "tool.ghost_risk")} == {
         "mcp.task.id": task.task_id, "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
     assert [name for name, _ in events(cancel)] == [GHOST_EVENT]
-    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (ghosts,) = captured.points("tool.ghost_responses")
     assert (ghosts.attributes["gen_ai.tool.name"], ghosts.attributes["tool.ghost_risk"], ghosts.value) == (
         "commit", "unsafe", 1)
     (line,) = plugin_log()
@@ -229,8 +229,8 @@ async def test_a_cancel_after_the_task_finished_unpolled_is_a_ghost(captured, pl
     viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
     told_status = None if ON_TASKS_EXTENSION else "cancelled"
     reason = "caller" if ON_TASKS_EXTENSION else None
-    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "mcp.task.status", "mcp.cancel.reason")} == {
-        "tool.outcome": "cancelled", "mcp.task.status": told_status, "mcp.cancel.reason": reason}
+    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "mcp.task.status", "tool.cancel_reason")} == {
+        "tool.outcome": "cancelled", "mcp.task.status": told_status, "tool.cancel_reason": reason}
 
 
 @pytest.mark.skipif(not ON_TASKS_EXTENSION, reason="the 2026-07-28 extension's cancel is best-effort")
@@ -243,8 +243,8 @@ async def test_an_acknowledged_cancel_is_no_verdict_the_status_told_next_is(capt
         await task.cancel()  # an empty acknowledgement
         await told(task, "completed")  # the work had completed: the result is inline
         viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
-    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "mcp.task.status", "mcp.cancel.reason")} == {
-        "tool.outcome": "ok", "mcp.task.status": "completed", "mcp.cancel.reason": None}
+    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "mcp.task.status", "tool.cancel_reason")} == {
+        "tool.outcome": "ok", "mcp.task.status": "completed", "tool.cancel_reason": None}
 
 
 async def test_a_cancel_after_the_result_was_polled_is_no_ghost(captured, plugin_log) -> None:
@@ -257,7 +257,7 @@ async def test_a_cancel_after_the_result_was_polled_is_no_ghost(captured, plugin
         await task.cancel()
         await until(lambda: spans_named(captured, "tasks/cancel") != [])
     assert "tool.handler_outcome" not in one(captured, "tasks/cancel", SpanKind.SERVER).attributes
-    assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
+    assert captured.points("tool.ghost_responses") == [] and plugin_log() == []
     assert (await task_ended(captured, "commit", SpanKind.CLIENT)).attributes["tool.outcome"] == "ok"
 
 
@@ -296,7 +296,7 @@ async def test_a_caller_that_leaves_before_the_task_ends_gave_up(captured) -> No
         "gen_ai.tool.name": "commit",
         "mcp.task.id": task.task_id,
         "tool.outcome": "cancelled",
-        "mcp.cancel.reason": "caller",
+        "tool.cancel_reason": "caller",
     }
     assert outcome_points(captured, "mcp.client.operation.duration")[(("tool.outcome", "cancelled"),)] == 1
 
@@ -321,6 +321,6 @@ async def test_only_the_leaving_sessions_tasks_gave_up_and_the_server_runs_them_
     viewed_crash = await task_ended(captured, "crash", SpanKind.CLIENT)  # never polled: gave up too
     assert crash.task_id == viewed_crash.attributes["mcp.task.id"]
     for span in (viewed, viewed_crash):
-        assert {key: span.attributes.get(key) for key in ("tool.outcome", "mcp.cancel.reason", "mcp.task.status")} == {
-            "tool.outcome": "cancelled", "mcp.cancel.reason": "caller", "mcp.task.status": None}
+        assert {key: span.attributes.get(key) for key in ("tool.outcome", "tool.cancel_reason", "mcp.task.status")} == {
+            "tool.outcome": "cancelled", "tool.cancel_reason": "caller", "mcp.task.status": None}
     assert outcome_points(captured, "mcp.client.operation.duration")[(("tool.outcome", "cancelled"),)] == 2

@@ -63,7 +63,7 @@ async def test_metrics_carry_exemplars_that_point_at_their_spans() -> None:
             span = spans[(exemplar.trace_id, exemplar.span_id)]
             assert span.attributes["tool.outcome"] == point.attributes["tool.outcome"]
             assert span.attributes["gen_ai.tool.name"] == point.attributes["gen_ai.tool.name"]
-    (ghosts,) = metrics["mcp.server.ghost_responses"]
+    (ghosts,) = metrics["tool.ghost_responses"]
     (exemplar,) = ghosts.exemplars
     ghost = spans[(exemplar.trace_id, exemplar.span_id)]
     assert ghost.attributes["jsonrpc.request.id"] == "ghost" and "tool.handler_outcome" in ghost.attributes
@@ -84,9 +84,9 @@ async def test_outcomes_and_ghosts_do_not_depend_on_sampling(sampler: Any, caplo
         if "tool.outcome" in p.attributes
     }
     assert counts == {"ok": (CALLS - 1) // 2, "failed": CALLS - 1 - (CALLS - 1) // 2, "cancelled": 1}
-    assert [p.value for p in captured.points("mcp.server.ghost_responses")] == [1]
+    assert [p.value for p in captured.points("tool.ghost_responses")] == [1]
     warnings = [r for r in caplog.records if r.name == "otel_mcp_cancel" and r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and warnings[0].getMessage().startswith("mcp.ghost_response.suppressed")
+    assert len(warnings) == 1 and warnings[0].getMessage().startswith("tool.ghost_response")
     assert ghost_stats().total == before + 1
     assert len(captured.request_spans()) < CALLS  # what was sampled out is not exported
 
@@ -110,7 +110,7 @@ async def test_the_ghost_warning_reaches_an_otlp_backend_tied_to_its_span(sink: 
     (ghost,) = [s for s in requests if s.attributes["jsonrpc.request.id"] == "100"]
     (warning,) = [log for log in sink.logs if log.severity_text == "WARN"]
     assert (warning.trace_id, warning.span_id) == (ghost.trace_id, ghost.span_id)
-    assert warning.body.startswith("mcp.ghost_response.suppressed_after_cancel_ack")
+    assert warning.body.startswith("tool.ghost_response")
     facts = {
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": "shielded_write",

@@ -25,7 +25,7 @@ async def span_of(captured, request_id: Any):
 
 
 def ghost_event(span) -> dict[str, Any]:
-    (event,) = [e for e in span.events if e.name == "mcp.ghost_response.suppressed"]
+    (event,) = [e for e in span.events if e.name == "tool.ghost_response"]
     return dict(event.attributes)
 
 
@@ -48,7 +48,7 @@ async def test_the_risk_comes_from_the_registered_annotations(framework, capture
         await make_ghost(peer, gates, 1, "commit", "a.md")
         span = await span_of(captured, 1)
     assert ghost_event(span) == {"tool.handler_outcome": "ok", "tool.ghost_risk": risk}
-    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (ghosts,) = captured.points("tool.ghost_responses")
     assert ghosts.attributes["tool.ghost_risk"] == risk == ghost_event(span)["tool.ghost_risk"]
     assert span.attributes["tool.ghost_risk"] == risk  # one string: event, attribute and metric
     assert ghost_stats().by_risk[risk] == before + 1
@@ -74,14 +74,14 @@ async def test_a_retry_inside_the_window_is_linked_to_its_ghost(framework, captu
         assert is_result(await peer.call(3, "tools/call", {"name": "shielded_write", "arguments": {"path": "other"}}))
         retry, different = await span_of(captured, 2), await span_of(captured, 3)
     assert [(e.name, dict(e.attributes)) for e in retry.events] == [
-        ("mcp.ghost_response.retried", {"tool.ghost_risk": "unknown"})
+        ("tool.ghost_retry", {"tool.ghost_risk": "unknown"})
     ]
     assert [link.context for link in retry.links] == [ghost.context]
     assert retry.attributes["tool.retried_ghost_risk"] == "unknown"  # for stores that drop links and events
     assert "tool.ghost_risk" not in retry.attributes  # the retry itself is no ghost
     assert different.events == () and different.links == ()
     assert "tool.retried_ghost_risk" not in different.attributes
-    (counted,) = captured.points("mcp.server.ghost_retries")
+    (counted,) = captured.points("tool.ghost_retries")
     assert dict(counted.attributes) == {"gen_ai.tool.name": "shielded_write", "tool.ghost_risk": "unknown"}
     assert counted.value == 1
 
@@ -105,7 +105,7 @@ async def test_a_retry_after_the_window_is_not_linked(framework, captured, monke
         await peer.call(2, "tools/call", {"name": "shielded_write", "arguments": {"path": "a.md"}})
         late = await span_of(captured, 2)
     assert late.events == () and late.links == ()
-    assert captured.points("mcp.server.ghost_retries") == []
+    assert captured.points("tool.ghost_retries") == []
 
 
 async def test_two_sessions_are_not_confused(framework, captured) -> None:
@@ -118,7 +118,7 @@ async def test_two_sessions_are_not_confused(framework, captured) -> None:
         await second.call(2, "tools/call", {"name": "shielded_write", "arguments": {"path": "a.md"}})
         other_session = await span_of(captured, 2)
     assert other_session.links == ()
-    assert captured.points("mcp.server.ghost_retries") == []
+    assert captured.points("tool.ghost_retries") == []
 
 
 async def test_no_argument_value_reaches_any_telemetry(framework, captured, plugin_log) -> None:
@@ -132,8 +132,8 @@ async def test_no_argument_value_reaches_any_telemetry(framework, captured, plug
          [dict(link.attributes or {}) for link in span.links])
         for span in captured.spans.get_finished_spans()
     ]
-    exported += [dict(p.attributes) for name in ("mcp.server.operation.duration", "mcp.server.ghost_responses",
-                                                   "mcp.server.ghost_retries") for p in captured.points(name)]
+    exported += [dict(p.attributes) for name in ("mcp.server.operation.duration", "tool.ghost_responses",
+                                                   "tool.ghost_retries") for p in captured.points(name)]
     exported += [record.getMessage() for record in plugin_log()]
     assert SECRET not in repr(exported)
     assert len(plugin_log()) == 1  # the ghost's WARNING line, which names no argument

@@ -92,7 +92,7 @@ async def test_a_client_and_a_server_of_different_lines_agree(captured, sink: Ot
         assert clients[name].attributes["tool.outcome"] == servers[name].attributes["tool.outcome"] == outcome
     write = "tools/call shielded_write"
     assert clients[write].attributes["tool.outcome"] == servers[write].attributes["tool.outcome"] == "cancelled"
-    assert [name for name, _ in servers[write].events] == ["mcp.request.cancelled", "mcp.ghost_response.suppressed"]
+    assert [name for name, _ in servers[write].events] == ["tool.request_cancelled", "tool.ghost_response"]
     for name in ("tools/call echo", "tools/call broken", write):
         assert servers[name].trace_id == format(clients[name].context.trace_id, "032x")
         assert servers[name].parent_span_id == format(clients[name].context.span_id, "016x")

@@ -113,7 +113,7 @@ def test_every_kept_trace_is_chosen_before_sampling_and_every_span_measured_befo
 
 def test_span_metrics_panels_use_only_configured_dimensions() -> None:
     dimensions = {d["name"] for d in yaml.safe_load(COLLECTOR.read_text())["connectors"]["spanmetrics"]["dimensions"]}
-    for attribute in (conventions.TOOL_HANDLER_OUTCOME, conventions.TOOL_GHOST_RISK, conventions.MCP_CANCEL_REASON,
+    for attribute in (conventions.TOOL_HANDLER_OUTCOME, conventions.TOOL_GHOST_RISK, conventions.TOOL_CANCEL_REASON,
                       conventions.TOOL_RETRIED_GHOST_RISK):
         assert attribute in dimensions
     labels = {prometheus_name(name) for name in dimensions} | {"service_name", "span_kind", "span_name", "status_code"}
@@ -172,7 +172,7 @@ async def calls(peer: RawPeer, start: int) -> None:
 
 def metric_tool_name(span) -> str:
     """The span keeps the name it was sent; metrics fold unregistered ones, as the span name does."""
-    return "_OTHER" if span.name.endswith("_OTHER") else span.attributes["gen_ai.tool.name"]
+    return "_OTHER" if span.name == "tools/call" else span.attributes["gen_ai.tool.name"]
 
 
 def values(result: dict[tuple[tuple[str, str], ...], float], *labels: str) -> dict[tuple[str, ...], float]:

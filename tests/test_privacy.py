@@ -42,3 +42,20 @@ async def test_opted_in_arguments_and_results_are_recorded_and_cut(monkeypatch) 
     assert SECRET in spans["1"].attributes["gen_ai.tool.call.result"]
     assert len(spans["2"].attributes["gen_ai.tool.call.arguments"]) == 4096
     assert len(spans["2"].attributes["gen_ai.tool.call.result"]) == 4096
+
+
+def exception_events(captured) -> list[dict]:
+    (span,) = [s for s in captured.server_spans() if s.name == "tools/call broken"]
+    return [dict(e.attributes) for e in span.events if e.name == "exception"]
+
+
+async def test_a_tools_exception_message_is_recorded_only_on_opt_in(monkeypatch) -> None:
+    for opted_in in (False, True):
+        with instrumented(monkeypatch, OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=str(opted_in).lower()) as (
+            captured
+        ):
+            async with raw_session(notes_server(Gates())) as peer:
+                await peer.call(1, "tools/call", {"name": "broken", "arguments": {"text": SECRET}})
+            (exception,) = exception_events(captured)
+        assert exception["exception.type"] == "ValueError"
+        assert exception.get("exception.message") == ("the tool failed" if opted_in else None)

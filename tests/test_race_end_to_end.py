@@ -64,8 +64,8 @@ IN_FLIGHT = 8
 MAX_WORK_MICROS = 20_000  # long enough for a cancel to cross the client, the recorder and the server mid-work
 WINDOWS = ("at-once", "mid-work", "about-return", "timeout", "never")
 RACE_SERVER = Path(__file__).resolve().parent / "race_server.py"
-GHOST_EVENT = "mcp.ghost_response.suppressed"
-CANCEL_EVENT = "mcp.request.cancelled"
+GHOST_EVENT = "tool.ghost_response"
+CANCEL_EVENT = "tool.request_cancelled"
 
 
 @dataclass
@@ -113,7 +113,7 @@ def in_process(captured: Captured, gates: Gates, framework: Framework) -> Server
             for span in captured.of_kind(SpanKind.SERVER)
             if span.name == "tools/call work"
         ],
-        ghosts_counted=lambda: sum(point.value for point in captured.points("mcp.server.ghost_responses")),
+        ghosts_counted=lambda: sum(point.value for point in captured.points("tool.ghost_responses")),
     )
 
 
@@ -132,7 +132,7 @@ def over_stdio(sink: OtlpSink, directory: Path, gates: Gates, errors: TextIO, fr
             for span in sink.server_spans("otel_mcp_cancel")
             if span.name == "tools/call work"
         ],
-        ghosts_counted=lambda: sum(point.value for point in sink.latest_points("mcp.server.ghost_responses")),
+        ghosts_counted=lambda: sum(point.value for point in sink.latest_points("tool.ghost_responses")),
     )
 
 
@@ -254,8 +254,8 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
 
         client_events = [(e.name, dict(e.attributes)) for e in client_span.events]
         assert client_span.attributes["tool.outcome"] == call.got, (context, client_span.attributes)
-        assert client_events == ([(CANCEL_EVENT, {"mcp.cancel.reason": call.reason})] if call.reason else []), context
-        assert client_span.attributes.get("mcp.cancel.reason") == call.reason, context  # searchable as well
+        assert client_events == ([(CANCEL_EVENT, {"tool.cancel_reason": call.reason})] if call.reason else []), context
+        assert client_span.attributes.get("tool.cancel_reason") == call.reason, context  # searchable as well
         assert (call.got == "cancelled") == (request_id in wire.cancels), context  # the cancel reached the server
 
         outcome, events = server_truth(call, answers, finished)
@@ -271,7 +271,7 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
         assert ghost_facts == (dict(server_span.events)[GHOST_EVENT] if GHOST_EVENT in events else
                                {"tool.handler_outcome": None, "tool.ghost_risk": None}), context
         if CANCEL_EVENT in events:
-            reason = dict(server_span.events)[CANCEL_EVENT]["mcp.cancel.reason"]
+            reason = dict(server_span.events)[CANCEL_EVENT]["tool.cancel_message"]
             assert reason.startswith("timed out") if call.reason == "timeout" else reason == "caller cancelled"
 
         # One trace: the server's span is the child of the client's.

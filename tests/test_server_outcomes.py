@@ -122,6 +122,17 @@ async def test_tool_error_is_failed(framework, captured) -> None:
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "broken"})
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"] == "failed"
     assert point.attributes["error.type"] == "tool_error"
+    # What the tool raised, where the framework runs it (a low-level server's own code answers isError itself):
+    # one `exception` event, its type and frames; its message only on opt-in (it may quote the input).
+    exceptions = [dict(e.attributes) for e in span.events if e.name == "exception"]
+    if framework.name == "lowlevel":
+        assert exceptions == []
+    else:
+        (exception,) = exceptions
+        assert exception["exception.type"] == "ValueError" and "exception.message" not in exception
+        assert 'raise ValueError("the tool failed")' in exception["exception.stacktrace"]
+        assert len(exception["exception.stacktrace"]) <= 4096
+
 
 
 async def test_handler_exception_is_a_jsonrpc_error(captured) -> None:
@@ -137,7 +148,7 @@ async def test_handler_exception_is_a_jsonrpc_error(captured) -> None:
     assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, answer.error.message)
     assert answer.error.message
     # A low-level server without a schema lookup has not listed "anything": it folds.
-    assert span.name == "tools/call _OTHER"
+    assert span.name == "tools/call"
 
 
 @only_v2  # mcp 1.x rejects a request that fails its schema in the receive loop, before any request exists
@@ -189,11 +200,11 @@ async def test_cancel_interrupts_the_handler(framework, captured, plugin_log) ->
         assert_no_answer_but_the_acknowledgement(peer, 20)
     assert framework.our_attributes(span) == tools_call_attributes(peer, "20", "slow", "cancelled")
     assert span.status.status_code is StatusCode.UNSET
-    assert framework.our_events(span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "user pressed stop"})]
+    assert framework.our_events(span) == [("tool.request_cancelled", {"tool.cancel_message": "user pressed stop"})]
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "slow"})
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"] == "cancelled"
     assert "error.type" not in point.attributes
-    assert captured.points("mcp.server.ghost_responses") == []
+    assert captured.points("tool.ghost_responses") == []
     assert ghost_stats().total == before
     assert plugin_log() == []
 
@@ -225,10 +236,10 @@ async def test_ghost(framework, captured, plugin_log, ghost_log_spans, tool: str
     assert framework.our_attributes(span) == tools_call_attributes(peer, "30", tool, "cancelled", **ghost)
     assert span.status.status_code is StatusCode.UNSET
     assert framework.our_events(span) == [
-        ("mcp.request.cancelled", {"mcp.cancel.reason": "timed out after 1.0s"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}),
+        ("tool.request_cancelled", {"tool.cancel_message": "timed out after 1.0s"}),
+        ("tool.ghost_response", {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}),
     ]
-    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (ghosts,) = captured.points("tool.ghost_responses")
     assert dict(ghosts.attributes) == {
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": tool,
@@ -241,7 +252,7 @@ async def test_ghost(framework, captured, plugin_log, ghost_log_spans, tool: str
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"] == "cancelled"
     (line,) = plugin_log()
     assert line.levelno == logging.WARNING and line.name == "otel_mcp_cancel"
-    assert line.getMessage().startswith("mcp.ghost_response.suppressed_after_cancel_ack")
+    assert line.getMessage().startswith("tool.ghost_response")
     assert repr(tool) in line.getMessage() and "request id 30" in line.getMessage()
     # The facts as log attributes, logged in the ghost span's context (an OTLP log record carries its ids).
     facts = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool, "jsonrpc.request.id": "30", **ghost}
@@ -285,7 +296,7 @@ async def test_cancel_without_a_reason(framework, captured) -> None:
         await cancel_and_sync(peer, 41, None)
         span = await span_for(captured, "41")
     assert span.attributes["tool.outcome"] == "cancelled"
-    assert framework.our_events(span) == [("mcp.request.cancelled", {})]
+    assert framework.our_events(span) == [("tool.request_cancelled", {})]
 
 
 async def test_a_megabyte_reason_is_cut_to_256_characters(framework, captured) -> None:
@@ -295,7 +306,7 @@ async def test_a_megabyte_reason_is_cut_to_256_characters(framework, captured) -
         await gates.started.wait()
         await cancel_and_sync(peer, 42, "r" * 1_000_000)
         span = await span_for(captured, "42")
-    assert framework.our_events(span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "r" * 256})]
+    assert framework.our_events(span) == [("tool.request_cancelled", {"tool.cancel_message": "r" * 256})]
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "slow"})
     assert all(len(str(value)) < 100 for value in point.attributes.values())
 
@@ -304,7 +315,7 @@ async def test_unknown_tool_folds_to_other_on_metrics(framework, captured) -> No
     async with raw_session(notes_server(Gates(), framework)) as peer:
         await peer.call(43, "tools/call", {"name": "no_such_tool", "arguments": {}})
     span = await span_for(captured, "43")
-    assert span.name == "tools/call _OTHER"
+    assert span.name == "tools/call"
     assert span.attributes["gen_ai.tool.name"] == "no_such_tool"
     assert span.attributes["tool.outcome"] == "failed"
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": "_OTHER"})
@@ -331,10 +342,10 @@ async def test_other_methods_get_cancel_and_ghost_handling_without_tool_outcome(
         "tool.ghost_risk": "none",
     }
     assert framework.our_events(span) == [
-        ("mcp.request.cancelled", {"mcp.cancel.reason": "navigated away"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "none"}),
+        ("tool.request_cancelled", {"tool.cancel_message": "navigated away"}),
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "none"}),
     ]
-    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (ghosts,) = captured.points("tool.ghost_responses")
     assert dict(ghosts.attributes) == {
         "mcp.method.name": "resources/read",
         "tool.handler_outcome": "ok",
@@ -366,9 +377,12 @@ async def test_a_cancel_notification_has_one_span_linked_to_the_request_it_cance
         cancelled = await span_for(captured, "70")
     (notification,) = [s for s in captured.spans.get_finished_spans() if s.name == "notifications/cancelled"]
     assert notification.instrumentation_scope.name == SCOPE  # on 2.x the SDK's own span stepped aside
+    # A notification has no jsonrpc.request.id; the id of the request it cancels has a name of its own (for
+    # stores that drop links), and the peer's free text is on an event, never an attribute.
     assert dict(notification.attributes) == {
         "mcp.method.name": "notifications/cancelled",
-        "jsonrpc.request.id": "70",  # the request it cancels, for stores that drop links
-        "mcp.cancel.reason": "user pressed stop",
+        "tool.cancelled_request_id": "70",
     }
+    assert [(e.name, dict(e.attributes)) for e in notification.events] == [
+        ("tool.cancel_received", {"tool.cancel_message": "user pressed stop"})]
     assert [link.context for link in notification.links] == [cancelled.context]

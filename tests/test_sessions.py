@@ -3,6 +3,7 @@ the session id, client address and HTTP version on every request span."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +11,18 @@ import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.memory import create_client_server_memory_streams
+from mcp.types import LATEST_PROTOCOL_VERSION
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import SpanKind
 
 from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel.instruments import SESSION_DURATION_BUCKETS
 from otel_mcp_cancel.request_state import LIVE
 from otel_mcp_cancel.session_telemetry import LIVE_SESSIONS, error_type
-from tests.conftest import is_request_span
+from tests.conftest import instrumentation, is_request_span
 from tests.raw_peer import is_result, lowlevel_of, raw_peer_over, raw_session, served_in_memory
 from tests.sdk_client import sdk_client
+from tests.semconv import CONVENTION, TELEMETRY_DOC
 from tests.servers import Gates, notes_server, raising_lowlevel_server
 from tests.subprocess_servers import HttpServer, http_streams, instrumented_command
 from tests.support import MCP_MAJOR, until
@@ -27,6 +31,9 @@ pytestmark = pytest.mark.anyio
 
 SESSION_DURATION = "mcp.server.session.duration"
 CLIENT_SESSION = "mcp.client.session.duration"
+# What the tests' SDK client and its servers agree on: the newest the initialize handshake offers (2.x's
+# client runs that handshake in the tests' legacy mode).
+NEGOTIATED = "2025-11-25" if MCP_MAJOR == 2 else LATEST_PROTOCOL_VERSION
 
 
 async def test_every_session_is_measured_once_when_it_ends(framework, captured) -> None:
@@ -99,19 +106,15 @@ async def test_over_stdio_the_session_is_a_pipe(sink: OtlpSink, tmp_path: Path) 
         assert is_result(await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
     await until(lambda: sink.latest_points(SESSION_DURATION) != [], seconds=30)  # flushed as the server exits
     (point,) = sink.latest_points(SESSION_DURATION)
-    assert point.attributes == {"mcp.protocol.version": peer.protocol_version, "network.transport": "pipe"}
+    # The convention's session attributes: no network.transport (stdio has no network.protocol.name).
+    assert point.attributes == {"mcp.protocol.version": peer.protocol_version}
     assert point.value == 1
 
 
 def assert_http_sessions(sink: OtlpSink, peer: Any, sessions: int) -> None:
     """The server's one session-duration series over HTTP/1.1, counting `sessions` sessions."""
     (point,) = sink.latest_points(SESSION_DURATION)
-    assert point.attributes == {
-        "mcp.protocol.version": peer.protocol_version,
-        "network.transport": "tcp",
-        "network.protocol.name": "http",
-        "network.protocol.version": "1.1",
-    }
+    assert point.attributes == {"mcp.protocol.version": peer.protocol_version, "network.protocol.name": "http"}
     assert point.value == sessions
 
 
@@ -176,11 +179,10 @@ async def test_the_client_measures_each_of_its_sessions(captured, sink: OtlpSink
     async with sdk_client(served_in_memory(notes_server(Gates()))) as client:
         await client.call_tool("echo", {"text": "hi"})
     assert len(LIVE_SESSIONS) == 0
-    points = {point.attributes.get("network.transport"): point for point in captured.points(CLIENT_SESSION)}
-    assert (points["pipe"].count, points[None].count) == (2, 1)  # memory streams have no transport
-    version = {"mcp.protocol.version": "2025-11-25"} if MCP_MAJOR == 2 else {}  # 1.x keeps no negotiated version
-    assert dict(points["pipe"].attributes) == {"network.transport": "pipe", **version}
-    assert all("error.type" not in point.attributes for point in points.values())
+    # Over stdio and memory streams alike: the negotiated version (read from initialize's answer on 1.x, which
+    # keeps none), no network.transport (not a session attribute in the convention), no server address.
+    (point,) = captured.points(CLIENT_SESSION)
+    assert (point.count, dict(point.attributes)) == (3, {"mcp.protocol.version": NEGOTIATED})
 
 
 async def test_client_spans_name_the_session_the_server_gave(captured, sink: OtlpSink, tmp_path: Path) -> None:
@@ -196,6 +198,15 @@ async def test_client_spans_name_the_session_the_server_gave(captured, sink: Otl
     assert sent.attributes["mcp.session.id"] == served.attributes["mcp.session.id"]
     (initialize,) = [s for s in captured.of_kind(SpanKind.CLIENT) if s.name == "initialize"]
     assert "mcp.session.id" not in initialize.attributes  # the server assigns it in its answer
+    # The version the handshake negotiated, from its own answer on: the same on both ends.
+    for span in (initialize, sent):
+        assert span.attributes["mcp.protocol.version"] == served.attributes["mcp.protocol.version"] == NEGOTIATED
+    (sent_point,) = [p for p in captured.points("mcp.client.operation.duration")
+                     if p.attributes.get("gen_ai.tool.name") == "echo"]
+    assert sent_point.attributes["mcp.protocol.version"] == NEGOTIATED
+    (session,) = captured.points(CLIENT_SESSION)
+    assert dict(session.attributes) == {"mcp.protocol.version": NEGOTIATED, "network.protocol.name": "http",
+                                        "server.address": "127.0.0.1", "server.port": server.port}
 
 
 async def test_a_caller_that_hung_up_gave_up_and_work_finished_after_is_a_ghost(
@@ -228,7 +239,30 @@ async def test_a_caller_that_hung_up_gave_up_and_work_finished_after_is_a_ghost(
         span = spans[request_id]
         assert span.attributes["tool.outcome"] == "cancelled", request_id
         assert span.attributes.get("tool.handler_outcome") == handler_outcome, request_id
-        assert "error.type" not in span.attributes and framework.our_events(span)[0] == ("mcp.request.cancelled", {})
-    ghosts = sum(p.value for p in captured.points("mcp.server.ghost_responses"))
+        assert "error.type" not in span.attributes and framework.our_events(span)[0] == ("tool.request_cancelled", {})
+    ghosts = sum(p.value for p in captured.points("tool.ghost_responses"))
     assert ghosts == len([record for record in plugin_log() if "suppressed" in record.getMessage()]) == (
         1 + len(gates.finished))
+
+
+
+async def test_the_documented_view_gives_the_session_metrics_the_conventions_buckets() -> None:
+    """docs/telemetry.md's View, run as written: a user who wants the convention's buckets gets them."""
+    reader = InMemoryMetricReader()
+    (code,) = re.findall(r"```python\n(.*?)```", TELEMETRY_DOC.split("\n## Deviations\n", 1)[1], re.S)
+    namespace: dict[str, Any] = {"readers": [reader]}  # the user's readers, as the text says
+    exec(code, namespace)  # noqa: S102 - the documentation's own example
+    with instrumentation(meter_provider=namespace["provider"]):
+        async with raw_session(notes_server(Gates())) as peer:
+            await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        await until(lambda: "mcp.server.session.duration" in metric_bounds(reader))
+    bounds = metric_bounds(reader)
+    assert bounds["mcp.server.session.duration"] == CONVENTION["buckets"]
+    assert bounds["mcp.server.operation.duration"] == CONVENTION["buckets"]  # as it always is
+
+
+def metric_bounds(reader: InMemoryMetricReader) -> dict[str, list[float]]:
+    data = reader.get_metrics_data()
+    return {metric.name: list(metric.data.data_points[0].explicit_bounds)
+            for resource in (data.resource_metrics if data else []) for scope in resource.scope_metrics
+            for metric in scope.metrics if metric.data.data_points}

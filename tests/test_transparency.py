@@ -49,7 +49,7 @@ async def test_the_applications_schema_callback_is_never_called(captured, plugin
     assert asked == []
     # Registered or not, only a callback could tell: the name folds, the verdict and its measurement stay.
     (span,) = [s for s in captured.request_spans() if s.attributes["mcp.method.name"] == "tools/call"]
-    assert span.name == "tools/call _OTHER"
+    assert span.name == "tools/call"
     assert span.attributes["tool.outcome"] == "ok"
     assert tools_call_durations(captured) == [("_OTHER", "ok")]
     assert plugin_log() == []
@@ -71,12 +71,12 @@ async def test_a_failing_detail_costs_only_that_detail(captured, plugin_log, mon
     ghost = spans["1"]
     assert (ghost.name, ghost.attributes["tool.outcome"]) == ("tools/call shielded_write", "cancelled")
     assert [(e.name, dict(e.attributes)) for e in ghost.events][1:] == [
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"})
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"})
     ]
     unknown = spans["2"]
-    assert (unknown.name, unknown.attributes["tool.outcome"]) == ("tools/call _OTHER", "failed")
+    assert (unknown.name, unknown.attributes["tool.outcome"]) == ("tools/call", "failed")
     assert sorted(tools_call_durations(captured)) == [("_OTHER", "failed"), ("shielded_write", "cancelled")]
-    assert sum(point.value for point in captured.points("mcp.server.ghost_responses")) == 1
+    assert sum(point.value for point in captured.points("tool.ghost_responses")) == 1
     faults = [r.getMessage() for r in plugin_log() if r.levelname == "ERROR"]
     assert faults == [
         "otel_mcp_cancel: judging a ghost's risk failed; the MCP request itself is unaffected",
@@ -130,8 +130,12 @@ async def test_a_cancel_after_the_answer_gets_its_span(captured) -> None:
         assert not any(is_error(answer, 0) for answer in peer.answers(5))
     cancels = [s for s in captured.server_spans() if s.name == "notifications/cancelled"]
     assert [dict(s.attributes) for s in cancels] == [
-        {"mcp.method.name": "notifications/cancelled", "jsonrpc.request.id": "5", "mcp.cancel.reason": "too late"},
-        {"mcp.method.name": "notifications/cancelled", "jsonrpc.request.id": "99", "mcp.cancel.reason": "never sent"},
+        {"mcp.method.name": "notifications/cancelled", "tool.cancelled_request_id": "5"},
+        {"mcp.method.name": "notifications/cancelled", "tool.cancelled_request_id": "99"},
+    ]
+    assert [[(e.name, dict(e.attributes)) for e in s.events] for s in cancels] == [
+        [("tool.cancel_received", {"tool.cancel_message": "too late"})],
+        [("tool.cancel_received", {"tool.cancel_message": "never sent"})],
     ]
     assert all(s.links == () for s in cancels)
     (answered,) = [s for s in captured.request_spans() if s.name == "tools/call echo"]

@@ -23,11 +23,11 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.metrics import get_meter
-from opentelemetry.semconv.schemas import Schemas
 from opentelemetry.trace import get_tracer
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from otel_mcp_cancel.conventions import SCHEMA_URL
 from otel_mcp_cancel.environment_variables import (
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
     OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS,
@@ -68,9 +68,8 @@ class McpCancelInstrumentor(BaseInstrumentor):
         from otel_mcp_cancel.server_telemetry import ServerTelemetry
         from otel_mcp_cancel.user_hooks import UserHooks
 
-        schema_url = Schemas.V1_28_0.value
-        tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=schema_url)
-        meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=schema_url)
+        tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=SCHEMA_URL)
+        meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=SCHEMA_URL)
         instruments = create_instruments(meter)
         options = SpanOptions(
             cancelled_is_error=_cancelled_is_error(),

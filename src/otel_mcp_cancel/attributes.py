@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -163,11 +164,12 @@ def tool_arguments(params: Mapping[str, Any] | None) -> Any:
 
 
 def span_name(method: str, target: str | None, target_registered: bool) -> str:
-    """`{mcp.method.name} {target}`; an unregistered target folds to _OTHER to keep span names low-cardinality."""
+    """`{mcp.method.name} {target}`; `{mcp.method.name}` alone when the target is not a low-cardinality one (a
+    tool the server has not registered), as the convention says."""
     # Slices, not `bounded`: these are strings, and this runs several times on every request.
-    if target is None:
+    if target is None or not target_registered:
         return method[:MAX_ATTRIBUTE_LENGTH]
-    return f"{method[:MAX_ATTRIBUTE_LENGTH]} {target if target_registered else OTHER}"
+    return f"{method[:MAX_ATTRIBUTE_LENGTH]} {target}"
 
 
 def method_attributes(method: str, method_known: bool) -> dict[str, Any]:
@@ -230,9 +232,10 @@ def metric_attributes(
 ) -> dict[str, Any]:
     """The allow-listed, low-cardinality attributes every server metric shares, and a verdict's.
 
-    Never request ids, session ids or reasons. A method or tool name the server does not serve
-    becomes _OTHER, so random names cannot grow the series count. Built once per distinct folded set
-    and shared between records: never mutate the result.
+    `tool_name` is the request's target: a tool's name, or a prompt's (prompts/get). Never request ids,
+    session ids or reasons. A method, tool or prompt name the server does not serve becomes _OTHER, so random
+    names cannot grow the series count. Built once per distinct folded set and shared between records: never
+    mutate the result.
     """
     folded_tool = tool_name if tool_registered or tool_name is None else OTHER
     return _metric_attributes(method if method_known else OTHER, folded_tool, protocol_version, network_transport,
@@ -254,6 +257,8 @@ def _metric_attributes(
         attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
         if tool_name is not None:
             attributes[GEN_AI_TOOL_NAME] = tool_name
+    elif method == PROMPTS_GET and tool_name is not None:
+        attributes[GEN_AI_PROMPT_NAME] = tool_name
     if protocol_version is not None:
         attributes[MCP_PROTOCOL_VERSION] = bounded(protocol_version)
     if network_transport is not None:
@@ -282,3 +287,28 @@ def captured_content(value: Any) -> str:
     if hasattr(value, "model_dump"):
         value = value.model_dump(by_alias=True, mode="json", exclude_none=True)
     return json.dumps(value, default=repr, ensure_ascii=False)[:MAX_CONTENT_LENGTH]
+
+
+# The OpenTelemetry exception event's attributes.
+EXCEPTION_TYPE = "exception.type"
+EXCEPTION_MESSAGE = "exception.message"
+EXCEPTION_STACKTRACE = "exception.stacktrace"
+
+
+def exception_attributes(error: BaseException, with_message: bool) -> dict[str, Any]:
+    """The `exception` event of what a tool raised: the exception the user's code raised (the end of its
+    `__cause__` chain: frameworks wrap it in their own), its frames (code locations, no values), and its
+    message only when content capture is on (a message often quotes the tool's input)."""
+    for _ in range(8):  # a chain is short; a cycle is not followed forever
+        if error.__cause__ is None:
+            break
+        error = error.__cause__
+    kind = type(error)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    attributes: dict[str, Any] = {
+        EXCEPTION_TYPE: name[:MAX_ATTRIBUTE_LENGTH],
+        EXCEPTION_STACKTRACE: "".join(traceback.format_tb(error.__traceback__))[-MAX_CONTENT_LENGTH:],
+    }
+    if with_message:
+        attributes[EXCEPTION_MESSAGE] = str(error)[:MAX_ATTRIBUTE_LENGTH]
+    return attributes

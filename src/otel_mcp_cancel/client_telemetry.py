@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from opentelemetry.trace import SpanKind, Tracer
 
-from otel_mcp_cancel.conventions import MCP_CANCEL_REASON, OUTCOME_CANCELLED
+from otel_mcp_cancel.attributes import bounded, message_field
+from otel_mcp_cancel.conventions import CANCEL_REASON_TIMEOUT, OUTCOME_CANCELLED, TOOL_CANCEL_REASON
 from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import Verdict
@@ -13,6 +14,9 @@ from otel_mcp_cancel.request_state import RequestRecord, current_client_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.session_telemetry import SessionTelemetry
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
+
+# The answers that carry the protocol version a session speaks: the handshake's, and the 2026-07-28 discovery's.
+VERSION_METHODS = frozenset({"initialize", "server/discover"})
 
 
 class ClientTelemetry(RequestTelemetry):
@@ -28,11 +32,20 @@ class ClientTelemetry(RequestTelemetry):
     def resolve(self, record: RequestRecord) -> None:
         # The tool names a client sends are its own code's choice, not a peer's: they are not folded.
         record.tool_registered = True
+        if record.method in VERSION_METHODS and record.result is not None:
+            version = message_field(record.result, "protocolVersion")
+            if isinstance(version, str):  # negotiated: on this span, and on its session's later requests
+                record.protocol_version = bounded(version)
+                if record.in_session is not None:
+                    record.in_session.protocol_version = record.protocol_version
+
+    def timed_out(self, record: RequestRecord) -> bool:
+        return record.cancel_reason == CANCEL_REASON_TIMEOUT  # the client's reasons are its own: timeout | caller
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
         # The client's reason is bounded (timeout | caller): an attribute too, so "our own timeouts" is a query.
         if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
-            record.span.set_attribute(MCP_CANCEL_REASON, record.cancel_reason)
+            record.span.set_attribute(TOOL_CANCEL_REASON, record.cancel_reason)
         try:
             self.tasks.observe(record, verdict)  # the client's view: what it was told of the task
         except Exception:

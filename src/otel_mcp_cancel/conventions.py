@@ -11,13 +11,23 @@ OUTCOME_FAILED = "failed"
 OUTCOME_CANCELLED = "cancelled"
 OUTCOMES = (OUTCOME_OK, OUTCOME_FAILED, OUTCOME_CANCELLED)
 
-# This plugin's own attributes.
+# This plugin's own names live under `tool.`, a namespace no OpenTelemetry convention defines; the MCP
+# convention's own names (mcp.*, gen_ai.*, jsonrpc.*, ...) are written only as it defines them
+# (docs/telemetry.md, "Whose names").
 TOOL_OUTCOME = "tool.outcome"
 TOOL_HANDLER_OUTCOME = "tool.handler_outcome"
 TOOL_GHOST_RISK = "tool.ghost_risk"
 TOOL_RETRIED_GHOST_RISK = "tool.retried_ghost_risk"  # on a call that repeats a ghost: that ghost's risk
-MCP_CANCEL_REASON = "mcp.cancel.reason"
-# A task-augmented call (MCP tasks): the task's id on spans only (unbounded), its status on spans and metrics.
+# Why a call ended unanswered, from the caller's side: `timeout` or `caller` (bounded; CLIENT spans and events).
+TOOL_CANCEL_REASON = "tool.cancel_reason"
+# The reason text a peer's `notifications/cancelled` carried, cut to size: on events only, never an attribute
+# an operator filters or counts on.
+TOOL_CANCEL_MESSAGE = "tool.cancel_message"
+# On a server's `notifications/cancelled` span: the id of the request it cancels (a notification has no
+# jsonrpc.request.id of its own).
+TOOL_CANCELLED_REQUEST_ID = "tool.cancelled_request_id"
+# A task-augmented call (MCP tasks): the spec's Task fields `taskId`, `status` and `statusMessage`, named as the
+# MCP convention names the spec's other fields. The id on spans only (unbounded), the status on spans and metrics.
 MCP_TASK_ID = "mcp.task.id"
 MCP_TASK_STATUS = "mcp.task.status"
 MCP_TASK_STATUS_MESSAGE = "mcp.task.status_message"  # on a status event, cut to size
@@ -56,7 +66,7 @@ REQUEST_SPAN_ATTRIBUTES = frozenset(
         TOOL_HANDLER_OUTCOME,
         TOOL_GHOST_RISK,
         TOOL_RETRIED_GHOST_RISK,
-        MCP_CANCEL_REASON,
+        TOOL_CANCEL_REASON,
         MCP_TASK_ID,
         MCP_TASK_STATUS,
         MCP_METHOD_NAME,
@@ -85,6 +95,7 @@ GEN_AI_OPERATION_EXECUTE_TOOL = "execute_tool"
 TOOLS_CALL = "tools/call"
 TOOLS_LIST = "tools/list"
 PROMPTS_GET = "prompts/get"
+NAMED_TARGET_METHODS = frozenset({TOOLS_CALL, PROMPTS_GET})  # their span names and metrics name a tool or prompt
 NOTIFICATIONS_CANCELLED = "notifications/cancelled"
 TASKS_GET = "tasks/get"
 TASKS_RESULT = "tasks/result"
@@ -109,6 +120,7 @@ TASK_UNSETTLED_DESCRIPTION = "the task's work ended without a terminal status"
 
 # Values of error.type that are not a JSON-RPC code.
 ERROR_TYPE_TOOL_ERROR = "tool_error"
+ERROR_TYPE_TIMEOUT = "timeout"  # a client's call that its timeout ended: the convention's own example value
 OTHER = "_OTHER"  # semconv's fallback for error.type, and the fold for unregistered tool names
 
 # How dangerous a ghost is, from the tool's own annotations.
@@ -122,28 +134,33 @@ NETWORK_TRANSPORT_PIPE = "pipe"
 NETWORK_TRANSPORT_TCP = "tcp"
 NETWORK_PROTOCOL_HTTP = "http"
 
-# Span events.
-EVENT_REQUEST_CANCELLED = "mcp.request.cancelled"
-EVENT_GHOST_SUPPRESSED = "mcp.ghost_response.suppressed"
-EVENT_RESPONSE_WRITE_INTERRUPTED = "mcp.response.write_interrupted"  # mcp 1.x, guard off: the session ends
-EVENT_GHOST_RETRIED = "mcp.ghost_response.retried"
-EVENT_TASK_STATUS = "mcp.task.status_changed"  # on a task's span, each status it reached, with its time
+# Span events: all this plugin's own.
+EVENT_REQUEST_CANCELLED = "tool.request_cancelled"
+EVENT_CANCEL_RECEIVED = "tool.cancel_received"  # on a server's notifications/cancelled span, with its reason text
+EVENT_GHOST_SUPPRESSED = "tool.ghost_response"
+EVENT_RESPONSE_WRITE_INTERRUPTED = "tool.response_write_interrupted"  # mcp 1.x, guard off: the session ends
+EVENT_GHOST_RETRIED = "tool.ghost_retry"
+EVENT_TASK_STATUS = "tool.task_status_changed"  # on a task's span, each status it reached, with its time
 
-# Why a client's call ended without an answer (mcp.cancel.reason on its span and its cancel event; a server
-# span has the peer's free-text reason on its event only).
+# Why a client's call ended without an answer (tool.cancel_reason on its span and its cancel event; a server
+# has only the peer's free text, on events as tool.cancel_message).
 CANCEL_REASON_TIMEOUT = "timeout"
 CANCEL_REASON_CALLER = "caller"
+
+# The semantic-conventions release whose names this telemetry follows: the last core release that held the MCP
+# conventions (they now live in semantic-conventions-genai, which publishes no schema of its own).
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
 
 # Metrics.
 SERVER_OPERATION_DURATION = "mcp.server.operation.duration"
 CLIENT_OPERATION_DURATION = "mcp.client.operation.duration"
-SERVER_GHOST_RESPONSES = "mcp.server.ghost_responses"
-SERVER_GHOST_RETRIES = "mcp.server.ghost_retries"
+SERVER_GHOST_RESPONSES = "tool.ghost_responses"  # this plugin's own: not in the convention's mcp.server.*
+SERVER_GHOST_RETRIES = "tool.ghost_retries"
 SERVER_SESSION_DURATION = "mcp.server.session.duration"
 CLIENT_SESSION_DURATION = "mcp.client.session.duration"
 
-# The WARNING line a ghost writes on logger "otel_mcp_cancel" starts with this.
-GHOST_LOG_PREFIX = "mcp.ghost_response.suppressed_after_cancel_ack"
+# The WARNING line a ghost writes on logger "otel_mcp_cancel" starts with this: its span event's name.
+GHOST_LOG_PREFIX = EVENT_GHOST_SUPPRESSED
 
 # JSON-RPC codes semconv calls the caller's fault: the outcome is still failed,
 # but the server span status stays UNSET.

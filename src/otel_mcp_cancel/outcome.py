@@ -15,6 +15,7 @@ from typing import Any
 
 from otel_mcp_cancel.conventions import (
     CALLER_FAULT_CODES,
+    ERROR_TYPE_TIMEOUT,
     ERROR_TYPE_TOOL_ERROR,
     GHOST_RISK_IDEMPOTENT,
     GHOST_RISK_NONE,
@@ -129,6 +130,7 @@ def classify(
     answer: Answer | None,
     cancelled: bool,
     *,
+    timed_out: bool = False,
     cancelled_is_error: bool = False,
     caller_faults_unset: bool = True,
 ) -> Verdict:
@@ -139,7 +141,10 @@ def classify(
       The server leaves the caller's faults' status UNSET; a client marks every error.
     - No answer (or only a cancel acknowledgement) after the caller cancelled
       is cancelled. If the handler had completed anyway, its answer was
-      suppressed: that is a ghost.
+      suppressed: that is a ghost. A caller's own timeout (`timed_out`, known
+      only to a client) is error.type `timeout`: the call failed to get an
+      answer in time, and the outcome still says cancelled, not failed. A
+      caller that chose to stop has no error.type: nothing failed.
     - No answer and no cancel (a handler interrupted by a shutdown, a transport
       that failed under it) is a failure we cannot name: error.type _OTHER.
     - A result that created a task is no tool outcome yet: the task's terminal
@@ -161,7 +166,8 @@ def classify(
     acknowledged = answer is not None and answer.kind is AnswerKind.CANCEL_ACK
     if cancelled or acknowledged:
         ghost = handler.handler_outcome if handler is not None and handler.completed else None
-        return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=ghost)
+        return Verdict(OUTCOME_CANCELLED, error_type=ERROR_TYPE_TIMEOUT if timed_out and cancelled else None,
+                       span_error=cancelled_is_error, ghost_handler_outcome=ghost)
     return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=UNANSWERED_DESCRIPTION)
 
 

@@ -46,10 +46,11 @@ class RequestRecord:
     request_id_late: bool = False  # its id was learned after its span started: the id goes on as it ends
     protocol_version: str | None = None
     http_version: str | None = None  # the HTTP version it came over, if it did
-    in_session: SessionRecord | None = None  # the server session it was served in
+    in_session: SessionRecord | None = None  # the session it was served (server) or sent (client) in
     server: Any = None  # the low-level server answering, to ask which tools it registered
     session: Any = None  # the connection or session it came on, to match retries
     tool_registered: bool = False
+    exception: BaseException | None = None  # what a framework's tool raised (it answers isError instead)
     registered_annotations: Any = None  # the framework's own annotations object, read when a ghost needs its risk
     task_id: str | None = None  # the task it created (a tools/call) or names (tasks/*), cut to size
     task_ttl: float | None = None  # seconds the task it created keeps its result, if its answer says
@@ -60,6 +61,11 @@ class RequestRecord:
     def note_handler(self, end: HandlerEnd) -> None:
         if self.handler is None:
             self.handler = end
+
+    def note_exception(self, error: BaseException) -> None:
+        # The first one: raised nearest the user's code.
+        if self.exception is None:
+            self.exception = error
 
     def note_answer(self, answer: Answer) -> None:
         # Only the first answer counts: it is the one the peer can have seen.

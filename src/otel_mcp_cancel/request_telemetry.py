@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from otel_mcp_cancel.attributes import (
     bounded,
     captured_content,
+    exception_attributes,
     method_attributes,
     metric_attributes,
     named_task,
@@ -36,17 +37,21 @@ from otel_mcp_cancel.conventions import (
     GEN_AI_TOOL_CALL_ARGUMENTS,
     GEN_AI_TOOL_CALL_RESULT,
     JSONRPC_REQUEST_ID,
-    MCP_CANCEL_REASON,
     MCP_PROTOCOL_VERSION,
     MCP_TASK_ID,
+    NAMED_TARGET_METHODS,
     OTHER,
     OUTCOME_CANCELLED,
+    TOOL_CANCEL_MESSAGE,
+    TOOL_CANCEL_REASON,
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.outcome import Verdict, classify
 from otel_mcp_cancel.request_state import RequestRecord, metric_fields
 from otel_mcp_cancel.user_hooks import UserHooks
+
+EXCEPTION_EVENT = "exception"  # OpenTelemetry's own event name
 
 
 class Serving:
@@ -178,6 +183,7 @@ class RequestTelemetry:
                 record.handler,
                 record.answer,
                 record.cancelled,
+                timed_out=self.timed_out(record),
                 cancelled_is_error=self._cancelled_is_error,
                 caller_faults_unset=self.kind is SpanKind.SERVER,
             )
@@ -187,7 +193,7 @@ class RequestTelemetry:
         outcome = verdict_attributes(record.method, verdict)  # on the span and on the metric alike
         span = record.span
         try:
-            fold = record.method == TOOLS_CALL and not record.tool_registered
+            fold = record.method in NAMED_TARGET_METHODS and not record.tool_registered
             name = span_name(record.method if record.method_known else OTHER, record.target, not fold)
             if name != record.name:
                 span.update_name(name)
@@ -234,6 +240,10 @@ class RequestTelemetry:
         """A point of this side's operation-duration histogram that no request's end records: a task's."""
         self._duration.record(seconds, attributes)
 
+    def timed_out(self, record: RequestRecord) -> bool:
+        """Whether a cancel was this side's own timeout giving up (only a client knows its own)."""
+        return False
+
     def knows_method(self, method: str) -> bool:
         """Whether a method keeps its name when a request arrives (else _OTHER until `resolve` knows better)."""
         return True
@@ -247,8 +257,12 @@ class RequestTelemetry:
     def _describe_span(self, record: RequestRecord, verdict: Verdict) -> None:
         span = record.span
         if verdict.outcome == OUTCOME_CANCELLED:
-            reason = {MCP_CANCEL_REASON: record.cancel_reason} if record.cancel_reason is not None else {}
+            # A client's reason is its own (timeout | caller); a server's is the peer's text.
+            key = TOOL_CANCEL_REASON if self.kind is SpanKind.CLIENT else TOOL_CANCEL_MESSAGE
+            reason = {key: record.cancel_reason} if record.cancel_reason is not None else {}
             span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)
+        if record.exception is not None:
+            span.add_event(EXCEPTION_EVENT, exception_attributes(record.exception, self._capture_content))
         if self._capture_content and record.method == TOOLS_CALL:
             arguments = tool_arguments(record.params)
             if arguments is not None:

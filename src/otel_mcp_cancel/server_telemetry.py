@@ -15,16 +15,18 @@ from opentelemetry.trace import Link, SpanKind, Tracer
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping
 from otel_mcp_cancel.conventions import (
+    EVENT_CANCEL_RECEIVED,
     EVENT_RESPONSE_WRITE_INTERRUPTED,
-    JSONRPC_REQUEST_ID,
-    MCP_CANCEL_REASON,
     MCP_METHOD_NAME,
     NOTIFICATIONS_CANCELLED,
+    PROMPTS_GET,
+    TOOL_CANCEL_MESSAGE,
+    TOOL_CANCELLED_REQUEST_ID,
 )
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.ghost_reporting import GhostReporter, called_tool
 from otel_mcp_cancel.instruments import Instruments
-from otel_mcp_cancel.outcome import Verdict
+from otel_mcp_cancel.outcome import AnswerKind, Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import GhostRetries
@@ -74,23 +76,25 @@ class ServerTelemetry(RequestTelemetry):
         self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None
     ) -> None:
         """One span for a `notifications/cancelled`, in flight or not, linked to the span of the request it
-        cancels where that request is still in flight, and naming its id (links are dropped by some stores)."""
+        cancels where that request is still in flight, and naming its id (links are dropped by some stores).
+        A notification has no jsonrpc.request.id; the peer's reason text is on an event, never an attribute."""
         if not is_instrumentation_enabled():
             return
         with contained("recording a cancel notification"):
             attributes: dict[str, Any] = {MCP_METHOD_NAME: NOTIFICATIONS_CANCELLED}
             if request_id is not None:
-                attributes[JSONRPC_REQUEST_ID] = bounded(str(request_id))
-            if reason is not None:
-                attributes[MCP_CANCEL_REASON] = reason
+                attributes[TOOL_CANCELLED_REQUEST_ID] = bounded(str(request_id))
             links = [Link(cancelled.span.get_span_context())] if cancelled is not None else []
-            self._tracer.start_span(
+            span = self._tracer.start_span(
                 NOTIFICATIONS_CANCELLED,
                 context=parent_context(params),
                 kind=SpanKind.SERVER,
                 attributes=attributes,
                 links=links,
-            ).end()
+            )
+            if reason is not None:
+                span.add_event(EVENT_CANCEL_RECEIVED, {TOOL_CANCEL_MESSAGE: reason})
+            span.end()
 
     def knows_method(self, method: str) -> bool:
         return method in KNOWN_METHODS  # a peer's invented method is _OTHER unless the server serves it
@@ -98,6 +102,9 @@ class ServerTelemetry(RequestTelemetry):
     def resolve(self, record: RequestRecord) -> None:
         if not record.method_known and record.server is not None:
             record.method_known = tool_registry.serves_method(record.server, record.method)
+        if record.method == PROMPTS_GET:
+            # A prompt the server answered for is one it serves: its name is bounded by the server's prompts.
+            record.tool_registered = record.answer is not None and record.answer.kind is AnswerKind.RESULT
         tool = called_tool(record)
         if tool is not None and not record.tool_registered and record.server is not None:
             # A framework's registry speaks for a call cancelled before the framework ran its tool, and for one
@@ -114,7 +121,7 @@ class ServerTelemetry(RequestTelemetry):
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
         try:
-            note_request(record.in_session, record.protocol_version, record.network_transport, record.http_version)
+            note_request(record.in_session, record.protocol_version, record.http_version)
         except Exception:
             fault("telling a session about its request")
         risk = None

@@ -1,11 +1,13 @@
-"""Sessions: `mcp.server.session.duration` and `mcp.client.session.duration`, once per session however it
-ends, with `error.type` when an error ended it.
+"""Sessions: `mcp.server.session.duration` and `mcp.client.session.duration`, once per session however it ends,
+with `error.type` when an error ended it.
 
-A session is a connection that began with the `initialize` handshake and lasts until its stream closes
-(stdio, SSE, a streamable HTTP session, memory streams). Stateless HTTP and the 2026-07-28
-single-exchange entry have none. On the server, the hook around a session's serving loop opens a record
-here; the requests served in it tell it what only they see: the negotiated protocol version, the
-transport, HTTP's version. On the client, a session is a `ClientSession` from entering to leaving it.
+A session is a connection that began with the `initialize` handshake and lasts until its stream closes (stdio,
+SSE, a streamable HTTP session, memory streams). Stateless HTTP and every connection on the 2026-07-28
+revision (which has no sessions: `server/discover`, no handshake) have none, on either end. On the server, the
+hook around a session's serving loop opens a record here; the requests served in it tell it what only they
+see: the negotiated protocol version, and whether they came over HTTP. On the client, a session is a
+`ClientSession` from entering to leaving it; its requests learn the negotiated version from it once
+`initialize` (or discovery) has answered.
 """
 
 from __future__ import annotations
@@ -21,11 +23,16 @@ from typing import Any
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram
 
-from otel_mcp_cancel.attributes import bounded, http_protocol
+from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.conventions import (
     ERROR_TYPE,
     MCP_PROTOCOL_VERSION,
+    NETWORK_PROTOCOL_HTTP,
+    NETWORK_PROTOCOL_NAME,
     NETWORK_TRANSPORT,
+    NETWORK_TRANSPORT_TCP,
+    SERVER_ADDRESS,
+    SERVER_PORT,
 )
 from otel_mcp_cancel.faults import contained
 
@@ -34,8 +41,8 @@ from otel_mcp_cancel.faults import contained
 class SessionRecord:
     started: float = field(default_factory=time.perf_counter)
     protocol_version: str | None = None
-    network_transport: str | None = None
-    http_version: str | None = None  # the HTTP version its requests came over, if they did
+    over_http: bool = False  # its requests came over HTTP (a server's view)
+    destination: dict[str, Any] = field(default_factory=dict)  # a client's: `session_destination`
 
 
 class LiveSessions:
@@ -77,14 +84,32 @@ def _leaves(error: BaseException) -> Iterator[BaseException]:
         yield error
 
 
+# The first protocol revision without sessions: it drops the initialize handshake and Mcp-Session-Id.
+SESSIONLESS_SINCE = "2026-07-28"
+
+
+def has_sessions(protocol_version: str | None) -> bool:
+    """Whether a connection speaking this revision has a session to measure (revisions are dates, so they
+    compare as strings). One whose version is unknown (it ended before its handshake) is measured."""
+    return protocol_version is None or protocol_version < SESSIONLESS_SINCE
+
+
+def session_destination(destination: dict[str, Any]) -> dict[str, Any]:
+    """What a client session's metric says of where it goes: the server's address and port, and `http` for
+    an HTTP transport (the convention's session attributes have no network.transport)."""
+    attributes = {key: value for key, value in destination.items() if key in (SERVER_ADDRESS, SERVER_PORT)}
+    if destination.get(NETWORK_TRANSPORT) == NETWORK_TRANSPORT_TCP:  # streamable HTTP or SSE
+        attributes[NETWORK_PROTOCOL_NAME] = NETWORK_PROTOCOL_HTTP
+    return attributes
+
+
 def session_attributes(record: SessionRecord, error: BaseException | None) -> dict[str, Any]:
-    attributes: dict[str, Any] = {}
+    """The session-duration metrics' attributes, as the convention lists them."""
+    attributes: dict[str, Any] = dict(record.destination)
     if record.protocol_version is not None:
         attributes[MCP_PROTOCOL_VERSION] = bounded(record.protocol_version)
-    if record.network_transport is not None:
-        attributes[NETWORK_TRANSPORT] = record.network_transport
-    if record.http_version is not None:
-        attributes.update(http_protocol(record.http_version))
+    if record.over_http:
+        attributes[NETWORK_PROTOCOL_NAME] = NETWORK_PROTOCOL_HTTP
     if error is not None:
         attributes[ERROR_TYPE] = error_type(error)
     return attributes
@@ -113,11 +138,13 @@ class SessionTelemetry:
         return record
 
     def close(self, record: SessionRecord, error: BaseException | None) -> None:
-        """Measured once; an `Exception` that ended it is its `error.type` (a cancel, a shutdown, is a normal end)."""
+        """Measured once, if it was a session; an `Exception` that ended it is its `error.type` (a cancel, a
+        shutdown, is a normal end)."""
         LIVE_SESSIONS.discard(record)
         with contained("measuring a session"):
-            ended_by = error if isinstance(error, Exception) else None
-            self._duration.record(time.perf_counter() - record.started, session_attributes(record, ended_by))
+            if has_sessions(record.protocol_version):
+                ended_by = error if isinstance(error, Exception) else None
+                self._duration.record(time.perf_counter() - record.started, session_attributes(record, ended_by))
         if self._on_close is not None:
             with contained("ending a session's tasks"):
                 self._on_close(record)
@@ -141,15 +168,11 @@ class SessionTelemetry:
             self.close(record, error)
 
 
-def note_request(
-    record: SessionRecord | None, protocol_version: str | None, network_transport: str | None, http_version: str | None
-) -> None:
+def note_request(record: SessionRecord | None, protocol_version: str | None, http_version: str | None) -> None:
     """A request served in a session says what it knows of the session."""
     if record is None:
         return
     if protocol_version is not None:
         record.protocol_version = protocol_version
-    if network_transport is not None:
-        record.network_transport = network_transport
     if http_version is not None:
-        record.http_version = http_version
+        record.over_http = True

@@ -42,7 +42,6 @@ from otel_mcp_cancel.conventions import (
     GEN_AI_OPERATION_EXECUTE_TOOL,
     GEN_AI_OPERATION_NAME,
     GEN_AI_TOOL_NAME,
-    MCP_CANCEL_REASON,
     MCP_METHOD_NAME,
     MCP_TASK_ID,
     MCP_TASK_STATUS,
@@ -53,6 +52,7 @@ from otel_mcp_cancel.conventions import (
     TASKS_GET,
     TASKS_RESULT,
     TERMINAL_TASK_STATUSES,
+    TOOL_CANCEL_REASON,
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import contained
@@ -227,7 +227,7 @@ class TaskTelemetry:
 
     def gave_up(self, session: object) -> None:
         """A client session ended: its tasks not yet settled end as what its caller got, nothing (cancelled,
-        `mcp.cancel.reason=caller`). The server may still run them."""
+        `tool.cancel_reason=caller`). The server may still run them."""
         with self._lock:
             left = [task for task in self._tasks.values() if task.creation.session is session and not task.settled]
         for task in left:
@@ -235,7 +235,7 @@ class TaskTelemetry:
             if task.settled:
                 continue
             task.gave_up = True
-            task.span.set_attribute(MCP_CANCEL_REASON, CANCEL_REASON_CALLER)
+            task.span.set_attribute(TOOL_CANCEL_REASON, CANCEL_REASON_CALLER)
             self._settle(task)
 
     def _polled(self, task: TaskRecord, polled: object) -> None:

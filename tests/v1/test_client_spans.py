@@ -78,7 +78,7 @@ async def test_a_read_timeout_is_cancelled_on_the_client_and_unknown_to_the_serv
     client_span, server_span = captured.client_and_server("tools/call slow")
     assert client_span.attributes["tool.outcome"] == "cancelled"
     assert [(e.name, dict(e.attributes)) for e in client_span.events] == [
-        ("mcp.request.cancelled", {"mcp.cancel.reason": "timeout"})
+        ("tool.request_cancelled", {"tool.cancel_reason": "timeout"})
     ]
     assert server_span.attributes["tool.outcome"] == "ok"
 
@@ -99,7 +99,7 @@ async def test_with_courtesy_cancels_a_timeout_is_cancelled_on_both_sides(courte
     client_span, server_span = courtesy_cancel.client_and_server("tools/call slow")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
     assert [(e.name, dict(e.attributes)) for e in server_span.events] == [
-        ("mcp.request.cancelled", {"mcp.cancel.reason": "timed out"})
+        ("tool.request_cancelled", {"tool.cancel_message": "timed out"})
     ]
 
 

@@ -55,14 +55,14 @@ async def test_with_the_guard_the_same_connection_answers_the_next_call(captured
     span = ghost_span(captured)
     assert span.attributes["tool.outcome"] == "cancelled"
     assert [(e.name, dict(e.attributes)) for e in span.events] == [
-        ("mcp.request.cancelled", {"mcp.cancel.reason": "caller cancelled"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
+        ("tool.request_cancelled", {"tool.cancel_message": "caller cancelled"}),
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
     ]
     assert "error.type" not in span.attributes
-    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (ghosts,) = captured.points("tool.ghost_responses")
     assert ghosts.value == 1 and ghosts.attributes["gen_ai.tool.name"] == "shielded_write"
     (line,) = plugin_log()
-    assert line.getMessage().startswith("mcp.ghost_response.suppressed_after_cancel_ack")
+    assert line.getMessage().startswith("tool.ghost_response")
 
 
 async def test_with_the_guard_off_the_ghost_is_recorded_and_the_session_dies(guard_off) -> None:
@@ -72,8 +72,8 @@ async def test_with_the_guard_off_the_ghost_is_recorded_and_the_session_dies(gua
         await assert_session_died(peer)
     span = ghost_span(guard_off)
     assert span.attributes["tool.outcome"] == "cancelled"
-    assert [e.name for e in span.events] == ["mcp.request.cancelled", "mcp.ghost_response.suppressed"]
-    (ghosts,) = guard_off.points("mcp.server.ghost_responses")
+    assert [e.name for e in span.events] == ["tool.request_cancelled", "tool.ghost_response"]
+    (ghosts,) = guard_off.points("tool.ghost_responses")
     assert ghosts.value == 1
     # The session that died is measured once, with what ended it.
     (session,) = guard_off.points("mcp.server.session.duration")
@@ -99,8 +99,8 @@ async def test_the_sdks_duplicate_response_line_does_not_change_the_outcome(capt
     assert "Request 1 cancelled - duplicate response suppressed" in caplog.text
     span = ghost_span(captured)
     assert span.attributes["tool.outcome"] == "cancelled"
-    assert [e.name for e in span.events] == ["mcp.request.cancelled"]
-    assert captured.points("mcp.server.ghost_responses") == []
+    assert [e.name for e in span.events] == ["tool.request_cancelled"]
+    assert captured.points("tool.ghost_responses") == []
 
 
 async def test_with_the_guard_off_a_cancel_during_the_write_is_on_the_span(guard_off) -> None:
@@ -110,7 +110,7 @@ async def test_with_the_guard_off_a_cancel_during_the_write_is_on_the_span(guard
         peer.resume_reading()
         await until(lambda: peer.closed)  # the SDK lets the cancellation escape: the session ends
     (span,) = [s for s in guard_off.request_spans() if s.attributes.get("jsonrpc.request.id") == "44"]
-    assert [e.name for e in span.events] == ["mcp.response.write_interrupted"]
+    assert [e.name for e in span.events] == ["tool.response_write_interrupted"]
 
 
 async def test_with_the_guard_off_several_ghosts_end_the_session_named_by_their_cause(guard_off) -> None:

@@ -199,7 +199,7 @@ async def test_work_that_completes_after_its_task_was_cancelled_is_a_ghost(captu
     assert task.status.status_code is StatusCode.UNSET
     assert [link.context.span_id for link in captured.server_span("tasks/cancel").links] == [task.context.span_id]
     assert outcome_points(captured)[(("tool.outcome", "cancelled"), ("mcp.task.status", "cancelled"))] == 1
-    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (ghosts,) = captured.points("tool.ghost_responses")
     assert (dict(ghosts.attributes), ghosts.value) == ({
         "mcp.method.name": "tools/call", "gen_ai.tool.name": "commit", "tool.handler_outcome": "ok",
         "tool.ghost_risk": "unsafe"}, 1)
@@ -219,7 +219,7 @@ async def test_a_task_cancelled_and_then_stopped_is_cancelled_and_no_ghost(captu
     task = await task_ended(captured, "commit")
     assert app.side_effects == []
     assert (task.attributes["tool.outcome"], "tool.handler_outcome" in task.attributes) == ("cancelled", False)
-    assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
+    assert captured.points("tool.ghost_responses") == [] and plugin_log() == []
 
 
 async def test_work_stopped_before_any_terminal_status_is_failed_unsettled(captured) -> None:
@@ -248,7 +248,7 @@ async def test_a_cancel_after_the_task_finished_unfetched_is_a_ghost_on_the_canc
         "mcp.task.id": task_id, "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
     assert [name for name, _ in events(cancel)] == [GHOST_EVENT]
     assert [link.context.span_id for link in cancel.links] == [task.context.span_id]
-    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (ghosts,) = captured.points("tool.ghost_responses")
     assert ghosts.value == 1 and len(plugin_log()) == 1
 
 
@@ -287,7 +287,7 @@ async def test_a_finished_task_whose_session_ended_before_it_was_told_is_a_ghost
     assert {key: task.attributes.get(key) for key in ("tool.outcome", "tool.handler_outcome", "tool.ghost_risk")} == {
         "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
     assert [name for name, _ in events(task)] == [STATUS_EVENT, STATUS_EVENT, GHOST_EVENT]
-    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (ghosts,) = captured.points("tool.ghost_responses")
     (line,) = plugin_log()
     assert ghosts.value == 1 and task_id in line.getMessage() and "session ended" in line.getMessage()
 
@@ -303,7 +303,7 @@ async def test_a_caller_told_its_task_finished_is_no_ghost_when_its_session_ends
         assert told.result.get("status", "completed") == "completed"
         task = await task_ended(captured, "commit")  # it ends once the caller knows
     assert "tool.handler_outcome" not in task.attributes
-    assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
+    assert captured.points("tool.ghost_responses") == [] and plugin_log() == []
 
 
 async def test_a_cancel_after_the_result_was_fetched_is_no_ghost(captured, plugin_log) -> None:
@@ -314,7 +314,7 @@ async def test_a_cancel_after_the_result_was_fetched_is_no_ghost(captured, plugi
         await peer.call(2, "tasks/result", {"taskId": task_id})
         assert is_error(await peer.call(3, "tasks/cancel", {"taskId": task_id}), -32602)
     assert "tool.handler_outcome" not in captured.server_span("tasks/cancel").attributes
-    assert captured.points("mcp.server.ghost_responses") == [] and plugin_log() == []
+    assert captured.points("tool.ghost_responses") == [] and plugin_log() == []
 
 
 async def test_a_task_request_for_an_unknown_or_huge_task_id_is_bounded_and_unlinked(captured) -> None:
@@ -361,7 +361,7 @@ async def test_a_duplicate_cancel_is_refused_and_counts_no_second_ghost(captured
     assert [name for name, _ in events(task)] == [STATUS_EVENT, STATUS_EVENT, GHOST_EVENT]
     cancels = [span for span in captured.request_spans() if span.attributes["mcp.method.name"] == "tasks/cancel"]
     assert [("tool.handler_outcome" in span.attributes, len(span.links)) for span in cancels] == [(False, 1)] * 2
-    (ghosts,) = captured.points("mcp.server.ghost_responses")
+    (ghosts,) = captured.points("tool.ghost_responses")
     assert ghosts.value == 1 and len(plugin_log()) == 1
 
 
@@ -423,7 +423,7 @@ async def test_a_call_that_repeats_a_task_ghost_is_its_retry(captured) -> None:
     assert "tool.retried_ghost_risk" not in first.attributes
     assert retry.attributes["tool.retried_ghost_risk"] == "unsafe"
     assert [link.context.span_id for link in retry.links] == [cancel.context.span_id]
-    (retries,) = captured.points("mcp.server.ghost_retries")
+    (retries,) = captured.points("tool.ghost_retries")
     assert (dict(retries.attributes), retries.value) == ({"gen_ai.tool.name": "commit", "tool.ghost_risk": "unsafe"}, 1)
 
 
@@ -478,7 +478,7 @@ async def test_a_client_told_its_task_completed_that_never_reads_the_result_saw_
                 await anyio.sleep(0.01)
         assert task_spans(captured, "commit", SpanKind.CLIENT) == []
     viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
-    assert (viewed.attributes["tool.outcome"], viewed.attributes.get("mcp.cancel.reason")) == ("ok", None)
+    assert (viewed.attributes["tool.outcome"], viewed.attributes.get("tool.cancel_reason")) == ("ok", None)
     assert [attributes["mcp.task.status"] for _, attributes in events(viewed)] == ["working", "completed"]
 
 

@@ -50,16 +50,16 @@ def assert_every_outcome_and_the_ghost(sink: OtlpSink, transport: str) -> None:
     spans = spans_by_id(sink)
     assert [spans[i].attributes["tool.outcome"] for i in "1234"] == ["ok", "failed", "failed", "cancelled"]
     assert spans["2"].attributes["error.type"] == "tool_error"
-    assert spans["3"].name == "tools/call _OTHER"
+    assert spans["3"].name == "tools/call"
     ghost = spans["4"]
     assert ghost.events == [
-        ("mcp.request.cancelled", {"mcp.cancel.reason": "caller cancelled"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}),
+        ("tool.request_cancelled", {"tool.cancel_message": "caller cancelled"}),
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}),
     ]
     assert ghost.status == "UNSET" and "error.type" not in ghost.attributes
     assert {s.attributes.get("network.transport") for s in spans.values()} == {transport}
     assert spans["init"].name == "initialize"
-    (ghosts,) = sink.latest_points("mcp.server.ghost_responses")
+    (ghosts,) = sink.latest_points("tool.ghost_responses")
     assert ghosts.value == 1
     assert ghosts.attributes == {
         "mcp.method.name": "tools/call",
@@ -81,7 +81,7 @@ async def test_stdio(sink: OtlpSink, tmp_path: Path) -> None:
             await every_outcome_and_a_ghost(peer, tmp_path)
             # The guard kept the session alive: the same connection answers the next call.
             assert is_result(await peer.call(7, "tools/call", {"name": "echo", "arguments": {"text": "still"}}))
-    await until(lambda: "4" in spans_by_id(sink) and sink.latest_points("mcp.server.ghost_responses") != [])
+    await until(lambda: "4" in spans_by_id(sink) and sink.latest_points("tool.ghost_responses") != [])
     assert_every_outcome_and_the_ghost(sink, "pipe")
 
 
@@ -107,7 +107,7 @@ async def test_streamable_http(sink: OtlpSink, tmp_path: Path) -> None:
                 assert is_result(await peer.call(7, "tools/call", {"name": "echo", "arguments": {"text": "still"}}))
     finally:
         server.stop()
-    await until(lambda: "4" in spans_by_id(sink) and sink.latest_points("mcp.server.ghost_responses") != [])
+    await until(lambda: "4" in spans_by_id(sink) and sink.latest_points("tool.ghost_responses") != [])
     assert_every_outcome_and_the_ghost(sink, "tcp")
 
 

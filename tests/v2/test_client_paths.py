@@ -69,7 +69,7 @@ class TestInProcessDirectPath:
             await cancel_when(gates.started.wait, lambda: client.call_tool("slow", {"text": "x"}))
         (span,) = [s for s in captured.server_spans() if s.name == "tools/call slow"]
         assert span.attributes["tool.outcome"] == "cancelled"
-        assert [e.name for e in span.events] == ["mcp.request.cancelled"]
+        assert [e.name for e in span.events] == ["tool.request_cancelled"]
 
     async def test_the_clients_own_timeout_is_a_timeout_cancel_on_both_ends(self, captured) -> None:
         """No JSON-RPC cancel is sent in-process: the client's span learns of its timeout from the error."""
@@ -79,5 +79,5 @@ class TestInProcessDirectPath:
         assert raised.value.error.code == REQUEST_TIMEOUT
         client_span, server_span = captured.client_and_server("tools/call slow")
         assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
-        assert events(client_span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "timeout"})]
-        assert events(server_span) == [("mcp.request.cancelled", {})]
+        assert events(client_span) == [("tool.request_cancelled", {"tool.cancel_reason": "timeout"})]
+        assert events(server_span) == [("tool.request_cancelled", {})]

@@ -8,7 +8,7 @@ import pytest
 from mcp import Client
 from opentelemetry.trace import SpanKind
 
-from tests.raw_peer import lowlevel_of
+from tests.raw_peer import lowlevel_of, served_in_memory
 from tests.servers import Gates, notes_server, raising_lowlevel_server
 from tests.support import cancel_when, until
 
@@ -37,6 +37,7 @@ async def test_ok_and_failed_agree_and_share_one_trace(captured) -> None:
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "echo",
         "jsonrpc.request.id": client_span.attributes["jsonrpc.request.id"],
+        "mcp.protocol.version": "2025-11-25",  # negotiated by initialize, as the server's span says too
         "tool.outcome": "ok",
     }
     broken, _ = captured.client_and_server("tools/call broken")
@@ -72,10 +73,10 @@ async def test_a_caller_cancel_and_its_ghost_agree(captured) -> None:
         await until(lambda: any(s.name == "tools/call shielded_write" for s in captured.of_kind(SpanKind.SERVER)))
     client_span, server_span = captured.client_and_server("tools/call shielded_write")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
-    assert events(client_span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "caller"})]
+    assert events(client_span) == [("tool.request_cancelled", {"tool.cancel_reason": "caller"})]
     assert events(server_span) == [
-        ("mcp.request.cancelled", {"mcp.cancel.reason": "caller cancelled"}),
-        ("mcp.ghost_response.suppressed", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
+        ("tool.request_cancelled", {"tool.cancel_message": "caller cancelled"}),
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
     ]
     assert gates.side_effects == ["x.md"]
     assert client_span.status.status_code.name == "UNSET" and "error.type" not in client_span.attributes
@@ -89,9 +90,25 @@ async def test_a_timeout_is_cancelled_on_both_sides(captured) -> None:
         await until(lambda: any(s.name == "tools/call slow" for s in captured.of_kind(SpanKind.SERVER)))
     client_span, server_span = captured.client_and_server("tools/call slow")
     assert client_span.attributes["tool.outcome"] == server_span.attributes["tool.outcome"] == "cancelled"
-    assert events(client_span) == [("mcp.request.cancelled", {"mcp.cancel.reason": "timeout"})]
+    assert events(client_span) == [("tool.request_cancelled", {"tool.cancel_reason": "timeout"})]
     ((name, attributes),) = events(server_span)
-    assert name == "mcp.request.cancelled" and attributes["mcp.cancel.reason"].startswith("timed out after")
+    assert name == "tool.request_cancelled" and attributes["tool.cancel_message"].startswith("timed out after")
+    # The caller's timeout is the convention's error.type `timeout`; the outcome still says cancelled, and the
+    # status stays UNSET by default. The server cannot tell a timeout from any cancel: no error.type there.
+    assert (client_span.attributes["error.type"], client_span.status.status_code.name) == ("timeout", "UNSET")
+    assert "error.type" not in server_span.attributes
+    (point,) = [p for p in captured.points("mcp.client.operation.duration") if p.attributes.get("tool.outcome")]
+    assert (point.attributes["tool.outcome"], point.attributes["error.type"]) == ("cancelled", "timeout")
+
+
+async def test_the_2026_07_28_revision_has_no_sessions_and_its_version_is_on_every_span(captured) -> None:
+    async with Client(served_in_memory(notes_server(Gates()))) as client:  # the client's default: discovery
+        await client.call_tool("echo", {"text": "a"})
+    (sent,) = [s for s in captured.of_kind(SpanKind.CLIENT) if s.name == "tools/call echo"]
+    (served,) = [s for s in captured.of_kind(SpanKind.SERVER) if s.name == "tools/call echo"]
+    assert sent.attributes["mcp.protocol.version"] == served.attributes["mcp.protocol.version"] == "2026-07-28"
+    assert "mcp.session.id" not in sent.attributes and "mcp.session.id" not in served.attributes
+    assert captured.points("mcp.client.session.duration") == captured.points("mcp.server.session.duration") == []
 
 
 async def test_in_process_calls_agree_and_share_one_trace(captured) -> None:

@@ -35,7 +35,7 @@ def test_demo_prints_every_outcome_the_ghosts_and_a_retry_on_one_screen() -> Non
         r"ghost_responses counter: (\d+); WARNING log records tied to a ghost span: (\d+) of (\d+)", out).groups())
     assert ghosts == counted == tied == warnings >= 1
     assert "MISSING" not in out and re.search(r"on disk all the same: (\d+) of \1 notes", out)
-    retries, retries_counted = map(int, re.search(r"and arguments\): (\d+), mcp.server.ghost_retries counter: (\d+)",
+    retries, retries_counted = map(int, re.search(r"and arguments\): (\d+), tool.ghost_retries counter: (\d+)",
                                                   out).groups())
     assert retries == retries_counted >= 1
     # Both ends of every call in one trace.
@@ -44,7 +44,8 @@ def test_demo_prints_every_outcome_the_ghosts_and_a_retry_on_one_screen() -> Non
     # The drawn trace: the ghost's server span under its cancelled client span, the retry linked to it.
     view = out.split("a ghost and its retry, as a trace view shows them")[1].strip("\n").splitlines()
     assert len(view) == 4, view
-    assert re.match(r"  CLIENT tools/call (\w+): tool.outcome=cancelled, mcp.cancel.reason=timeout$", view[0])
+    timed_out = r"tool.outcome=cancelled, tool.cancel_reason=timeout, error.type=timeout$"
+    assert re.match(r"  CLIENT tools/call (\w+): " + timed_out, view[0])
     ghost_span = re.search(r"tool.handler_outcome=ok, tool.ghost_risk=\w+ \(span (\w+)\)$", view[1]).group(1)
     assert view[3].endswith(f"tool.retried_ghost_risk={view[1].split('tool.ghost_risk=')[1].split()[0]}, "
                             f"linked to span {ghost_span}")

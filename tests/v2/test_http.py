@@ -54,7 +54,7 @@ async def test_streamable_http_session(captured, sink: OtlpSink, tmp_path: Path)
     assert spans_named(sink, "tools/call broken")[0].attributes["tool.outcome"] == "failed"
     (ghost,) = spans_named(sink, "tools/call shielded_write")
     assert ghost.attributes["tool.outcome"] == "cancelled"
-    assert [name for name, _ in ghost.events] == ["mcp.request.cancelled", "mcp.ghost_response.suppressed"]
+    assert [name for name, _ in ghost.events] == ["tool.request_cancelled", "tool.ghost_response"]
     assert {s.scope for s in sink.server_spans() if is_request_span(s)} == {SCOPE}
     assert_client_span_joins_the_server_span(captured, sink, "tools/call echo", server.port)
 
@@ -77,7 +77,7 @@ async def test_single_exchange_http(captured, sink: OtlpSink, tmp_path: Path) ->
     assert spans_named(sink, "tools/call broken")[0].attributes["tool.outcome"] == "failed"
     (slow,) = spans_named(sink, "tools/call slow")
     assert slow.attributes["tool.outcome"] == "cancelled"
-    assert slow.events == [("mcp.request.cancelled", {})]
+    assert slow.events == [("tool.request_cancelled", {})]
     assert {s.scope for s in sink.server_spans() if is_request_span(s)} == {SCOPE}
     assert_client_span_joins_the_server_span(captured, sink, "tools/call echo", server.port)
 

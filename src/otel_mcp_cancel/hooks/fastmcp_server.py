@@ -17,7 +17,7 @@ from typing import Any
 
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks.fastmcp_spans import fastmcp_tracer
-from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg
+from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg, observed_tool
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record
 
@@ -85,7 +85,7 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
             if tool is not None:
                 record.tool_registered = True
                 record.registered_annotations = tool.annotations
-        return await self.user_function(wrapped, instance, args, kwargs)
+        return await observed_tool(record, wrapped, args, kwargs)
 
 
 class FastMCPClientHooks(_LendsSpans, HookSet):

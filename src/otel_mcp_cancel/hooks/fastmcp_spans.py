@@ -2,17 +2,17 @@
 
 Server side: FastMCP's SERVER span is ours, lent, carrying FastMCP's details too.
 
-FastMCP 3.x and 4.x open a SERVER span of their own for each request (4.x at its middleware seam, 3.x
-around the tool, resource or prompt). Under our span it would be a second SERVER span per request: counted
-twice by spanmetrics, and blind to cancels and ghosts. When FastMCP asks its tracer for the SERVER span of
-the request our span already covers, it gets ours instead, behind `LentSpan`: FastMCP's own attributes
-(`fastmcp.*`, `enduser.*`, `mcp.session.id`), its exception events and the spans it starts under it all
-land on our span, while the name, status, end and the attributes we own stay ours. Any other span
+FastMCP 3.x and 4.x open a SERVER span of their own for each request (4.x at its middleware seam, 3.x around
+the tool, resource or prompt). Under our span it would be a second SERVER span per request: counted twice by
+spanmetrics, and blind to cancels and ghosts. When FastMCP asks its tracer for the SERVER span of the request
+our span already covers, it gets ours instead, behind `LentSpan`: FastMCP's own attributes (`fastmcp.*`,
+`enduser.*`, `mcp.session.id`), its exceptions (as our one bounded exception event) and the spans it starts
+under it all land on our span, while the name, status, end and the attributes we own stay ours. Any other span
 FastMCP starts (a nested call's, a mounted server's) is its own, as before.
 
 Client side: `fastmcp.Client` opens a CLIENT span around the SDK's request, in which ours opens; it cannot
-tell a timeout from a failure, and it ends after ours, so it cannot carry our verdict. It steps aside (as
-the SDK's own client span does on mcp 2.x): ours is the request's one CLIENT span.
+tell a timeout from a failure, and it ends after ours, so it cannot carry our verdict. It steps aside (as the
+SDK's own client span does on mcp 2.x): ours is the request's one CLIENT span.
 """
 
 from __future__ import annotations
@@ -28,14 +28,15 @@ from opentelemetry.util import types
 
 from otel_mcp_cancel.conventions import REQUEST_SPAN_ATTRIBUTES as OURS
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.request_state import current_record
+from otel_mcp_cancel.request_state import RequestRecord, current_record
 
 
 class LentSpan(Span):
     """Our request span as FastMCP sees it: it writes its details; the verdict stays ours."""
 
-    def __init__(self, span: Span) -> None:
-        self._span = span
+    def __init__(self, record: RequestRecord) -> None:
+        self._record = record
+        self._span = record.span
 
     def get_span_context(self) -> trace.SpanContext:
         return self._span.get_span_context()
@@ -63,7 +64,8 @@ class LentSpan(Span):
         timestamp: int | None = None,
         escaped: bool = False,
     ) -> None:
-        self._span.record_exception(exception, attributes, timestamp, escaped)
+        # One exception event per request, bounded and with its message only on opt-in: ours, from this.
+        self._record.note_exception(exception)
 
     # Ours to decide: the span is named and given its status when the request's outcome is known, and
     # it ends when the request does.
@@ -81,7 +83,7 @@ def span_to_lend(kind: SpanKind) -> LentSpan | None:
     """Our span, if FastMCP is about to open the SERVER span of the request it covers (and not yet did)."""
     record = current_record.get()
     if kind is SpanKind.SERVER and record is not None and trace.get_current_span() is record.span:
-        return LentSpan(record.span)
+        return LentSpan(record)
     return None
 
 

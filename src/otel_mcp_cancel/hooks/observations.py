@@ -31,7 +31,7 @@ from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd, task_status
 from otel_mcp_cancel.request_state import RequestRecord, current_record
-from otel_mcp_cancel.session_telemetry import SessionRecord
+from otel_mcp_cancel.session_telemetry import SessionRecord, session_destination
 
 # Set in the serving task's context when it calls `stdio_server`; handler tasks inherit it.
 stdio_transport: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -150,6 +150,16 @@ async def observed(note: Callable[[HandlerEnd], None], wrapped: Any, args: Any, 
     return result
 
 
+async def observed_tool(record: RequestRecord, wrapped: Any, args: Any, kwargs: Any) -> Any:
+    """Run a framework's tool as `observed`, and note the exception it raised, if any: the framework turns it
+    into an isError result, and the span would otherwise never see it."""
+    try:
+        return await observed(record.note_handler, wrapped, args, kwargs)
+    except Exception as exc:
+        record.note_exception(exc)
+        raise
+
+
 class HookSet:
     """One SDK line's hooks on one side, reporting to one telemetry object."""
 
@@ -187,7 +197,7 @@ class FrameworkHooks(HookSet):
             return await wrapped(*args, **kwargs)
         record.tool_registered = True  # the framework only runs tools it has registered
         record.registered_annotations = getattr(instance, "annotations", None)
-        return await observed(record.note_handler, wrapped, args, kwargs)
+        return await observed_tool(record, wrapped, args, kwargs)
 
     async def user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = current_record.get()
@@ -217,6 +227,9 @@ class ClientHooks(HookSet):
     def __init__(self, telemetry: Any) -> None:
         super().__init__(telemetry)
         self._sessions: weakref.WeakKeyDictionary[Any, SessionRecord] = weakref.WeakKeyDictionary()
+        # A request finds its session by the stream it is sent on (by id: streams are not weak-referenceable; an
+        # entry leaves as its session ends). In process there is no stream, and no entry.
+        self._by_stream: dict[int, tuple[SessionRecord, weakref.ref[Any]]] = {}
 
     def session_hooks(self, inherited: bool) -> list[Hook]:
         return [
@@ -234,9 +247,11 @@ class ClientHooks(HookSet):
             with contained("opening a client session"):
                 record = self._telemetry.sessions.open()
                 if record is not None:
-                    destination = client_transports.of_stream(self.session_stream(instance))
-                    record.network_transport = destination.get(NETWORK_TRANSPORT)
+                    stream = self.session_stream(instance)
+                    record.destination = session_destination(client_transports.of_stream(stream))
                     self._sessions[instance] = record
+                    if stream is not None:
+                        self._by_stream[id(stream)] = (record, weakref.ref(instance))
         return entered
 
     async def _leave_session(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -246,8 +261,10 @@ class ClientHooks(HookSet):
             with contained("closing a client session"):
                 record = self._sessions.pop(instance, None)
                 if record is not None:
+                    self._by_stream.pop(id(self.session_stream(instance)), None)
                     version = getattr(instance, "protocol_version", None)  # mcp 2.x keeps it; 1.x does not
-                    record.protocol_version = version if isinstance(version, str) else None
+                    if isinstance(version, str):
+                        record.protocol_version = bounded(version)
                     self._telemetry.sessions.close(record, arg(args, kwargs, 1, "exc_val"))
             with contained("ending a client session's tasks"):
                 self._telemetry.tasks.gave_up(self.session_stream(instance))
@@ -282,4 +299,11 @@ class ClientHooks(HookSet):
         record = self._telemetry.open(method, params, request_id, transport, attributes, checked=checked)
         if record is not None:
             record.session = write_stream  # the session it was sent in: its tasks end with it
+            entry = self._by_stream.get(id(write_stream)) if write_stream is not None else None
+            if entry is not None:  # its session knows the version once initialize (or discovery) answered
+                session, client = entry
+                version = getattr(client(), "protocol_version", None)  # mcp 2.x keeps it; 1.x: see `resolve`
+                if isinstance(version, str):
+                    session.protocol_version = bounded(version)
+                record.in_session, record.protocol_version = session, session.protocol_version
         return record
