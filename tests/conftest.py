@@ -53,10 +53,8 @@ trace.set_tracer_provider(TRACER_PROVIDER)
 
 
 def is_request_span(span: Any) -> bool:
-    """A request's span, in-process or received over OTLP: not a notification's."""
-    return "jsonrpc.request.id" in span.attributes and not span.attributes.get("mcp.method.name", "").startswith(
-        "notifications/"
-    )
+    """A request's span, in-process or received over OTLP: not a notification's (which has no request id)."""
+    return "jsonrpc.request.id" in span.attributes
 
 
 @pytest.fixture(params=FRAMEWORKS, ids=repr)
@@ -79,7 +77,7 @@ class Captured:
         return [span for span in self.spans.get_finished_spans() if span.kind is SpanKind.SERVER]
 
     def request_spans(self) -> list[ReadableSpan]:
-        """SERVER spans of requests (a `notifications/cancelled` span names the id of the request it cancels)."""
+        """SERVER spans of requests, not of notifications."""
         return [span for span in self.server_spans() if is_request_span(span)]
 
     def of_kind(self, kind: SpanKind) -> list[ReadableSpan]:

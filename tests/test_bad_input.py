@@ -141,3 +141,22 @@ async def test_ten_thousand_distinct_cancel_reasons_mint_no_attribute_value(capt
     points = [p for values in captured.collect().values() for p in values]
     assert [p.attributes for p in points if any("reason-" in str(v) for v in p.attributes.values())] == []
     assert len(LIVE) == 0
+
+
+async def test_random_prompt_names_do_not_grow_span_names_or_metric_series(captured) -> None:
+    server = notes_server(Gates())
+
+    @server.prompt()
+    def greeting(name: str) -> str:
+        return f"Hello, {name}"
+
+    async with raw_session(server) as peer:
+        for n in range(1_000):
+            await peer.call(n, "prompts/get", {"name": f"random-{n}", "arguments": {}})
+        assert is_result(await peer.call("known", "prompts/get", {"name": "greeting", "arguments": {"name": "Ada"}}))
+    spans = [s for s in captured.request_spans() if s.attributes["mcp.method.name"] == "prompts/get"]
+    assert {s.name for s in spans} == {"prompts/get", "prompts/get greeting"}
+    assert len({s.attributes["gen_ai.prompt.name"] for s in spans}) == 1_001  # spans keep the name as sent
+    points = [p for p in captured.points("mcp.server.operation.duration")
+              if p.attributes["mcp.method.name"] == "prompts/get"]
+    assert {p.attributes["gen_ai.prompt.name"] for p in points} == {"_OTHER", "greeting"}
