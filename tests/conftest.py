@@ -24,6 +24,7 @@ from tests.support import MCP_MAJOR
 collect_ignore = ["v1"] if MCP_MAJOR == 2 else ["v2"]
 
 LONG_OPTION = "--long"
+BACKENDS_OPTION = "--backends"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,16 +33,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="also run the tests marked `long` (benchmark runs, valgrind counts, fresh installs): CI does",
     )
+    parser.addoption(
+        BACKENDS_OPTION,
+        action="store_true",
+        help="also run the tests marked `backends`, against the collector and Jaeger that .ci/build-backends "
+        "builds; they fail, not skip, if the binaries are missing (CI runs them in one environment)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The default run skips the long tests, so that it passes in a few minutes on any machine."""
-    if config.getoption(LONG_OPTION):
-        return
-    skip = pytest.mark.skipif(True, reason=f"long: run with {LONG_OPTION} (CI does)")
+    """The default run skips the long tests and those that need the backends, so that it passes in a few
+    minutes on any machine."""
+    from tests.backends import backends_bin, missing_binaries
+
+    skips = {
+        "long": None if config.getoption(LONG_OPTION) else f"long: run with {LONG_OPTION} (CI does)",
+        "backends": None if config.getoption(BACKENDS_OPTION) else (
+            f"backends: run with {BACKENDS_OPTION} after .ci/build-backends (CI does, in one environment)"),
+    }
+    missing = missing_binaries() if config.getoption(BACKENDS_OPTION) else []
     for item in items:
-        if item.get_closest_marker("long") is not None:
-            item.add_marker(skip, append=False)  # first, so that it is the reason given
+        for marker, reason in skips.items():
+            if reason is not None and item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.skipif(True, reason=reason), append=False)  # first: the reason given
+        if missing and item.get_closest_marker("backends") is not None:
+            item.fixturenames.append("_backends_present")
+    config.stash[_MISSING] = (missing, backends_bin())
+
+
+_MISSING = pytest.StashKey[tuple[list[str], Any]]()
+
+
+@pytest.fixture
+def _backends_present(request: pytest.FixtureRequest) -> None:
+    """Asked for --backends, and the binaries are not there: a failure, never a skip."""
+    missing, where = request.config.stash[_MISSING]
+    pytest.fail(f"--backends: {', '.join(missing)} missing from {where}: run .ci/build-backends first")
 
 
 # One global provider for the whole session: the SDK's own OpenTelemetryMiddleware

@@ -74,7 +74,7 @@ async def test_a_retry_inside_the_window_is_linked_to_its_ghost(framework, captu
         assert is_result(await peer.call(3, "tools/call", {"name": "shielded_write", "arguments": {"path": "other"}}))
         retry, different = await span_of(captured, 2), await span_of(captured, 3)
     assert [(e.name, dict(e.attributes)) for e in retry.events] == [
-        ("tool.ghost_retry", {"tool.ghost_risk": "unknown"})
+        ("tool.ghost_retry", {"tool.retried_ghost_risk": "unknown"})
     ]
     assert [link.context for link in retry.links] == [ghost.context]
     assert retry.attributes["tool.retried_ghost_risk"] == "unknown"  # for stores that drop links and events

@@ -103,7 +103,7 @@ class GhostReporter:
         if retried is not None:
             record.span.add_link(retried.span_context)
             record.span.set_attribute(TOOL_RETRIED_GHOST_RISK, retried.risk)
-            record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_GHOST_RISK: retried.risk})
+            record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_RETRIED_GHOST_RISK: retried.risk})
             attributes = _metric_attributes(record, _RETRY_METRIC_KEYS)
             self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.risk})
 

@@ -1,0 +1,76 @@
+"""The shipped collector pipeline and Jaeger, run for real: the collector built from
+collector-config/builder-config.yaml with the shipped config as written (but for its addresses), Jaeger v2
+with memory storage, and an unchanged server under `opentelemetry-instrument` exporting OTLP to the
+collector. Skipped unless --backends (CI builds both with .ci/build-backends and runs these)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from examples.otlp_sink import exporter_environment
+from tests.backends import SHIPPED_COLLECTOR_CONFIG, eventually, running_collector, running_jaeger, validate
+from tests.raw_peer import raw_peer_over
+from tests.subprocess_servers import ghost_then_retry, instrumented_command
+
+pytestmark = [pytest.mark.anyio, pytest.mark.backends]
+
+SERVICE = exporter_environment("")["OTEL_SERVICE_NAME"]
+
+
+def test_every_shipped_collector_config_loads_in_the_built_collector() -> None:
+    for config in sorted(SHIPPED_COLLECTOR_CONFIG.parent.glob("otelcol*.yaml")):
+        result = validate(config)
+        assert result.returncode == 0, (config.name, result.stderr)
+
+
+def series(scrape: str, metric: str, **labels: str) -> float:
+    """The sum of a metric's samples in a Prometheus text scrape whose labels include `labels`."""
+    total = 0.0
+    for line in scrape.splitlines():
+        match = re.match(rf"{metric}\{{(.*)\}} (\S+)$", line)
+        if match and all(f'{key}="{value}"' in match.group(1) for key, value in labels.items()):
+            total += float(match.group(2))
+    return total
+
+
+async def test_a_ghost_and_its_retry_through_the_collector_into_jaeger_and_prometheus(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    with running_jaeger(tmp_path) as jaeger, running_collector(tmp_path, jaeger) as collector:
+        command, *args = instrumented_command(vault)
+        parameters = StdioServerParameters(command=command, args=args,
+                                           env=exporter_environment(collector.endpoint))
+        async with stdio_client(parameters) as streams, raw_peer_over(*streams) as peer:
+            await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+            await peer.call(2, "tools/call", {"name": "broken", "arguments": {"text": "hi"}})
+            await ghost_then_retry(peer, vault)  # 100 a ghost (unsafe); 101, 102 and the retry 103 ok
+
+        # Tail sampling keeps every trace with a cancel, a ghost, a retry or an error.
+        await eventually(lambda: len(jaeger.traces(SERVICE, {"tool.retried_ghost_risk": "unsafe"})) == 1)
+        assert len(jaeger.traces(SERVICE, {"tool.outcome": "cancelled"})) == 1
+        assert len(jaeger.traces(SERVICE, {"tool.ghost_risk": "unsafe"})) == 1
+        assert len(jaeger.traces(SERVICE, {"error.type": "tool_error"})) == 1
+        (ghost_trace,) = jaeger.traces(SERVICE, {"tool.ghost_risk": "unsafe"})
+        (retry_trace,) = jaeger.traces(SERVICE, {"tool.retried_ghost_risk": "unsafe"})
+        (ghost,) = [s for s in ghost_trace["spans"] if s["operationName"] == "tools/call shielded_write"]
+        (retry,) = [s for s in retry_trace["spans"] if s["operationName"] == "tools/call shielded_write"]
+        assert ghost["spanID"] in {reference["spanID"] for reference in retry["references"]}  # its link
+
+        # Span metrics count every span, measured before sampling; our own metrics pass through.
+        def counted() -> bool:
+            scrape = collector.scrape()
+            return series(scrape, "traces_span_metrics_calls_total", span_kind="SPAN_KIND_SERVER",
+                          span_name="tools/call shielded_write") == 2
+        await eventually(counted)
+        scrape = collector.scrape()
+        by_outcome = {outcome: series(scrape, "traces_span_metrics_calls_total", span_kind="SPAN_KIND_SERVER",
+                                      mcp_method_name="tools/call", tool_outcome=outcome)
+                      for outcome in ("ok", "failed", "cancelled")}
+        assert by_outcome == {"ok": 4, "failed": 1, "cancelled": 1}
+        assert series(scrape, "tool_ghost_responses_total", tool_ghost_risk="unsafe") == 1
+        assert series(scrape, "tool_ghost_retries_total", tool_ghost_risk="unsafe") == 1
+        assert "timed out after" not in scrape  # the peer's reason text is never a label
