@@ -28,7 +28,7 @@ def require_prometheus() -> str:
 
 
 class Prometheus:
-    def __init__(self, workdir: Path, target_port: int, rule_file: Path) -> None:
+    def __init__(self, workdir: Path, target_port: int, rule_file: Path, *flags: str) -> None:
         self.port = free_port()
         config = workdir / "prometheus.yml"
         config.write_text(
@@ -44,6 +44,7 @@ class Prometheus:
                 f"--storage.tsdb.path={workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--log.level=warn",
+                *flags,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -74,6 +75,16 @@ class Prometheus:
         return {
             tuple(sorted(series["metric"].items())): float(series["value"][1]) for series in body["data"]["result"]
         }
+
+    def exemplars(self, expr: str) -> list[dict[str, str]]:
+        """The exemplars stored for a query's series over the last hour: each one's labels (its trace_id)."""
+        now = time.time()
+        query = {"query": expr, "start": str(now - 3600), "end": str(now + 60)}
+        url = f"http://127.0.0.1:{self.port}/api/v1/query_exemplars?" + urllib.parse.urlencode(query)
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            body: dict[str, Any] = json.load(reply)
+        assert body["status"] == "success", body
+        return [exemplar["labels"] for series in body["data"] for exemplar in series["exemplars"]]
 
     def stop(self) -> None:
         self.process.terminate()

@@ -13,12 +13,14 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from examples.otlp_sink import exporter_environment
 from tests.backends import SHIPPED_COLLECTOR_CONFIG, eventually, running_collector, running_jaeger, validate
+from tests.prometheus_server import Prometheus
 from tests.raw_peer import raw_peer_over
 from tests.subprocess_servers import ghost_then_retry, instrumented_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends]
 
 SERVICE = exporter_environment("")["OTEL_SERVICE_NAME"]
+ALERTS = SHIPPED_COLLECTOR_CONFIG.parent / "prometheus" / "alerts.yaml"
 
 
 def test_every_shipped_collector_config_loads_in_the_built_collector() -> None:
@@ -74,3 +76,16 @@ async def test_a_ghost_and_its_retry_through_the_collector_into_jaeger_and_prome
         assert series(scrape, "tool_ghost_responses_total", tool_ghost_risk="unsafe") == 1
         assert series(scrape, "tool_ghost_retries_total", tool_ghost_risk="unsafe") == 1
         assert "timed out after" not in scrape  # the peer's reason text is never a label
+
+        # Exemplars, end to end: the collector exposes them (OpenMetrics), a Prometheus with exemplar storage
+        # keeps them, and the ghost counter's points at the ghost's trace, which Jaeger holds.
+        prometheus = Prometheus(tmp_path, collector.prometheus_port, ALERTS, "--enable-feature=exemplar-storage")
+        try:
+            await eventually(lambda: prometheus.exemplars("tool_ghost_responses_total") != [])
+            (exemplar,) = prometheus.exemplars("tool_ghost_responses_total")
+            assert exemplar["trace_id"] == ghost_trace["traceID"]
+            # The duration histogram's buckets carry their requests' traces, the ghost's among them.
+            durations = prometheus.exemplars('mcp_server_operation_duration_seconds_bucket{tool_outcome="cancelled"}')
+            assert ghost_trace["traceID"] in {labels["trace_id"] for labels in durations}
+        finally:
+            prometheus.stop()

@@ -306,3 +306,21 @@ async def test_sessions_by_how_they_ended_on_a_real_prometheus(sink: OtlpSink, t
             server.stop()
     finally:
         prometheus.stop()
+
+
+def test_the_shipped_stack_carries_exemplars_from_panel_to_trace() -> None:
+    """What an exemplar link needs at each hop (tests/test_backends.py follows one through a real collector
+    and Prometheus; Grafana cannot be had here): OpenMetrics out of the collector, exemplar storage in
+    Prometheus, a trace-id destination on the data source, and panels that ask for them."""
+    exporter = yaml.safe_load(COLLECTOR.read_text())["exporters"]["prometheus"]
+    assert exporter["enable_open_metrics"] is True
+    compose = yaml.safe_load((CONFIG / "docker-compose.yaml").read_text())["services"]
+    assert "--enable-feature=exemplar-storage" in compose["prometheus"]["command"]
+    sources = yaml.safe_load((CONFIG / "grafana" / "provisioning" / "datasources" / "datasources.yaml").read_text())
+    by_uid = {source["uid"]: source for source in sources["datasources"]}
+    (destination,) = by_uid["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
+    assert destination == {"name": "trace_id", "datasourceUid": "jaeger"} and by_uid["jaeger"]["type"] == "jaeger"
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    ours = [target for panel in panels if panel["type"] == "timeseries" for target in panel["targets"]
+            if "mcp_server_operation_duration_seconds" in target["expr"] or "tool_ghost_" in target["expr"]]
+    assert len(ours) == 6 and all(target.get("exemplar") is True for target in ours)
