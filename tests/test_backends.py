@@ -89,3 +89,36 @@ async def test_a_ghost_and_its_retry_through_the_collector_into_jaeger_and_prome
             assert ghost_trace["traceID"] in {labels["trace_id"] for labels in durations}
         finally:
             prometheus.stop()
+
+
+
+async def test_spans_from_other_instrumentations_get_an_outcome_in_the_pipeline(tmp_path: Path) -> None:
+    """The shipped transform gives a tools/call span that has no tool.outcome (another instrumentation's) one
+    from its status, and leaves alone a call that created a task: its task's span will say."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    service = "another-mcp-instrumentation"
+    with running_jaeger(tmp_path) as jaeger, running_collector(tmp_path, jaeger) as collector:
+        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(f"{collector.endpoint}/v1/traces")))
+        tracer = provider.get_tracer("another")
+        for status, extra in ((StatusCode.ERROR, {}), (StatusCode.UNSET, {}),
+                              (StatusCode.UNSET, {"mcp.task.status": "working"})):
+            span = tracer.start_span("tools/call lookup", kind=SpanKind.SERVER,
+                                     attributes={"mcp.method.name": "tools/call", **extra})
+            span.set_status(Status(status))
+            span.end()
+        provider.shutdown()
+
+        def calls(**labels: str) -> float:
+            return series(collector.scrape(), "traces_span_metrics_calls_total", service_name=service, **labels)
+
+        await eventually(lambda: calls() == 3)
+        assert (calls(tool_outcome="failed"), calls(tool_outcome="ok"), calls(mcp_task_status="working")) == (1, 1, 1)
+        creating = [line for line in collector.scrape().splitlines() if 'mcp_task_status="working"' in line]
+        assert creating and not any('tool_outcome="' in line for line in creating)
+        await eventually(lambda: len(jaeger.traces(service, {"tool.outcome": "failed"})) == 1)  # kept: an error
