@@ -21,12 +21,19 @@ pytestmark = [pytest.mark.anyio, pytest.mark.backends]
 
 SERVICE = exporter_environment("")["OTEL_SERVICE_NAME"]
 ALERTS = SHIPPED_COLLECTOR_CONFIG.parent / "prometheus" / "alerts.yaml"
+FINDING_IT = SHIPPED_COLLECTOR_CONFIG.parent.parent / "docs" / "finding-it.md"
 
 
 def test_every_shipped_collector_config_loads_in_the_built_collector() -> None:
     for config in sorted(SHIPPED_COLLECTOR_CONFIG.parent.glob("otelcol*.yaml")):
         result = validate(config)
         assert result.returncode == 0, (config.name, result.stderr)
+
+
+def documented_jaeger_query() -> str:
+    """The API path docs/finding-it.md gives for Jaeger's "unsafe ghosts in the last hour"."""
+    (row,) = [line for line in FINDING_IT.read_text().splitlines() if line.startswith("| Jaeger |")]
+    return re.search(r"\(API: `([^`]+)`\)", row).group(1)
 
 
 def series(scrape: str, metric: str, **labels: str) -> float:
@@ -61,6 +68,8 @@ async def test_a_ghost_and_its_retry_through_the_collector_into_jaeger_and_prome
         (ghost,) = [s for s in ghost_trace["spans"] if s["operationName"] == "tools/call shielded_write"]
         (retry,) = [s for s in retry_trace["spans"] if s["operationName"] == "tools/call shielded_write"]
         assert ghost["spanID"] in {reference["spanID"] for reference in retry["references"]}  # its link
+        # docs/finding-it.md's Jaeger query for "unsafe ghosts in the last hour", as written.
+        assert [trace["traceID"] for trace in jaeger.get(documented_jaeger_query())] == [ghost_trace["traceID"]]
 
         # Span metrics count every span, measured before sampling; our own metrics pass through.
         def counted() -> bool:
