@@ -109,13 +109,23 @@ class Collector:
             return response.read().decode()
 
 
-def _stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+@contextmanager
+def _running(command: list[str], log: Path, ports: tuple[int, ...]) -> Iterator[None]:
+    """A backend process, its output in `log`, until the test is done with it; ready once it listens on
+    every port."""
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+        try:
+            for port in ports:
+                wait_for_port(port, process)
+            yield
+        finally:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 @contextmanager
@@ -124,21 +134,13 @@ def running_jaeger(tmp_path: Path) -> Iterator[Jaeger]:
     config = tmp_path / "jaeger.yaml"
     config.write_text(JAEGER_CONFIG.format(query_port=jaeger.query_port, query_grpc_port=free_port(),
                                            otlp_port=jaeger.otlp_port))
-    log = (tmp_path / "jaeger.log").open("wb")
-    process = subprocess.Popen([str(backends_bin() / "jaeger"), "--config", str(config)],
-                               stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(jaeger.query_port, process)
-        wait_for_port(jaeger.otlp_port, process)
+    command = [str(backends_bin() / "jaeger"), "--config", str(config)]
+    with _running(command, tmp_path / "jaeger.log", (jaeger.query_port, jaeger.otlp_port)):
         yield jaeger
-    finally:
-        _stop(process)
-        log.close()
 
 
 @contextmanager
-def running_collector(tmp_path: Path, jaeger: Jaeger, config: Path = SHIPPED_COLLECTOR_CONFIG,
-                      decision_wait: str = "1s") -> Iterator[Collector]:
+def running_collector(tmp_path: Path, jaeger: Jaeger) -> Iterator[Collector]:
     """The shipped collector config as written, but for its listening addresses and Jaeger's (loopback,
     ports of its own), tail sampling's decision wait (a test's traces are whole within a second) and how
     often span metrics are flushed (every minute by default)."""
@@ -148,21 +150,14 @@ def running_collector(tmp_path: Path, jaeger: Jaeger, config: Path = SHIPPED_COL
         "receivers::otlp::protocols::http::endpoint": f"127.0.0.1:{collector.otlp_http_port}",
         "exporters::otlp/jaeger::endpoint": f"127.0.0.1:{jaeger.otlp_port}",
         "exporters::prometheus::endpoint": f"127.0.0.1:{collector.prometheus_port}",
-        "processors::tail_sampling::decision_wait": decision_wait,
+        "processors::tail_sampling::decision_wait": "1s",
         "connectors::spanmetrics::metrics_flush_interval": "1s",
         "service::telemetry::metrics::level": "none",
     }
-    command = [str(backends_bin() / "otelcol-mcp"), "--config", str(config)]
+    command = [str(backends_bin() / "otelcol-mcp"), "--config", str(SHIPPED_COLLECTOR_CONFIG)]
     command += [argument for key, value in overrides.items() for argument in ("--set", f"{key}={value}")]
-    log = (tmp_path / "collector.log").open("wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(collector.otlp_http_port, process)
-        wait_for_port(collector.prometheus_port, process)
+    with _running(command, tmp_path / "collector.log", (collector.otlp_http_port, collector.prometheus_port)):
         yield collector
-    finally:
-        _stop(process)
-        log.close()
 
 
 def validate(config: Path) -> subprocess.CompletedProcess:

@@ -266,3 +266,29 @@ def metric_bounds(reader: InMemoryMetricReader) -> dict[str, list[float]]:
     return {metric.name: list(metric.data.data_points[0].explicit_bounds)
             for resource in (data.resource_metrics if data else []) for scope in resource.scope_metrics
             for metric in scope.metrics if metric.data.data_points}
+
+
+async def test_a_client_that_closes_its_session_under_a_call_gave_up(captured) -> None:
+    """Its own code left the session while a call was in flight (an agent framework closing its connection):
+    the client's span says cancelled by its caller, not failed with the closing connection's error."""
+    gates = Gates()
+    errors: list[BaseException] = []
+
+    async def call(client: Any) -> None:
+        try:
+            await client.call_tool("slow", {"text": "x"})
+        except BaseException as exc:  # whatever the closing session raises into the call
+            errors.append(exc)
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                raise
+
+    async with anyio.create_task_group() as tg:
+        async with sdk_client(served_in_memory(notes_server(gates))) as client:
+            tg.start_soon(call, client)
+            await gates.started.wait()
+        gates.let_go()
+        if MCP_MAJOR == 1:  # 1.x leaves the call waiting forever once its session closed: its caller stops it
+            tg.cancel_scope.cancel()
+    (span,) = [s for s in captured.of_kind(SpanKind.CLIENT) if s.name == "tools/call slow"]
+    assert (span.attributes["tool.outcome"], span.attributes["tool.cancel_reason"]) == ("cancelled", "caller")
+    assert "error.type" not in span.attributes and span.status.status_code.name == "UNSET"

@@ -72,12 +72,13 @@ class RequestRecord:
         if self.answer is None and not self.caller_gone:
             self.answer = answer
 
-    def note_caller_gone(self) -> None:
-        """The caller hung up (its stream ended) with no answer written yet: it gave up, as with a cancel that
-        gives no reason, and an answer written after reaches nobody."""
+    def note_caller_gone(self, reason: str | None = None) -> None:
+        """The caller hung up (a server's peer whose stream ended; a client's own code closing its session)
+        with no answer yet: it gave up, as with a cancel (`reason`: a client's own, bounded), and an answer
+        after that reaches nobody, or (a client's) is only the closing connection's error."""
         if self.answer is None:
             self.caller_gone = True
-            self.note_cancel(None)
+            self.note_cancel(reason)
 
     def note_undelivered(self) -> None:
         """The answer's write failed because the caller's stream had closed: nothing reached it."""

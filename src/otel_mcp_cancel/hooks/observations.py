@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import anyio
@@ -18,6 +19,7 @@ from otel_mcp_cancel.attributes import (
     model_values,
 )
 from otel_mcp_cancel.conventions import (
+    CANCEL_REASON_CALLER,
     CLIENT_ADDRESS,
     CLIENT_PORT,
     MCP_SESSION_ID,
@@ -160,6 +162,15 @@ async def observed_tool(record: RequestRecord, wrapped: Any, args: Any, kwargs: 
         raise
 
 
+@dataclass(eq=False)
+class ClientSessionEntry:
+    """A client session, as its requests find it by the stream they are sent on."""
+
+    record: SessionRecord
+    client: weakref.ref[Any]  # the ClientSession
+    in_flight: weakref.WeakSet[RequestRecord] = field(default_factory=weakref.WeakSet)  # its requests' records
+
+
 class HookSet:
     """One SDK line's hooks on one side, reporting to one telemetry object."""
 
@@ -229,7 +240,7 @@ class ClientHooks(HookSet):
         self._sessions: weakref.WeakKeyDictionary[Any, SessionRecord] = weakref.WeakKeyDictionary()
         # A request finds its session by the stream it is sent on (by id: streams are not weak-referenceable; an
         # entry leaves as its session ends). In process there is no stream, and no entry.
-        self._by_stream: dict[int, tuple[SessionRecord, weakref.ref[Any]]] = {}
+        self._by_stream: dict[int, ClientSessionEntry] = {}
 
     def session_hooks(self, inherited: bool) -> list[Hook]:
         return [
@@ -251,17 +262,22 @@ class ClientHooks(HookSet):
                     record.destination = session_destination(client_transports.of_stream(stream))
                     self._sessions[instance] = record
                     if stream is not None:
-                        self._by_stream[id(stream)] = (record, weakref.ref(instance))
+                        self._by_stream[id(stream)] = ClientSessionEntry(record, weakref.ref(instance))
         return entered
 
     async def _leave_session(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        with contained("leaving a client session"):
+            entry = self._by_stream.pop(id(self.session_stream(instance)), None)
+            for request in list(entry.in_flight) if entry is not None else ():
+                # Its own code closed the session under a call: that caller gave up, whatever error the
+                # closing connection then raises into the call.
+                request.note_caller_gone(CANCEL_REASON_CALLER)
         try:
             return await wrapped(*args, **kwargs)
         finally:
             with contained("closing a client session"):
                 record = self._sessions.pop(instance, None)
                 if record is not None:
-                    self._by_stream.pop(id(self.session_stream(instance)), None)
                     version = getattr(instance, "protocol_version", None)  # mcp 2.x keeps it; 1.x does not
                     if isinstance(version, str):
                         record.protocol_version = bounded(version)
@@ -301,9 +317,9 @@ class ClientHooks(HookSet):
             record.session = write_stream  # the session it was sent in: its tasks end with it
             entry = self._by_stream.get(id(write_stream)) if write_stream is not None else None
             if entry is not None:  # its session knows the version once initialize (or discovery) answered
-                session, client = entry
-                version = getattr(client(), "protocol_version", None)  # mcp 2.x keeps it; 1.x: see `resolve`
+                version = getattr(entry.client(), "protocol_version", None)  # mcp 2.x keeps it; 1.x: `resolve`
                 if isinstance(version, str):
-                    session.protocol_version = bounded(version)
-                record.in_session, record.protocol_version = session, session.protocol_version
+                    entry.record.protocol_version = bounded(version)
+                record.in_session, record.protocol_version = entry.record, entry.record.protocol_version
+                entry.in_flight.add(record)
         return record
