@@ -80,18 +80,17 @@ class Jaeger:
         query = {"service": service, "limit": str(limit), "lookback": "1h"}
         if tags:
             query["tags"] = json.dumps(tags)
-        url = f"http://127.0.0.1:{self.query_port}/api/traces?{urllib.parse.urlencode(query)}"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return json.load(response)["data"] or []
+        return self._data("/api/traces", query)
 
     def get(self, path: str) -> list[dict[str, Any]]:
         """An API path as a user would type it (a query string with raw JSON in it): the traces it returns."""
         base, _, query = path.partition("?")
-        pairs = [pair.partition("=") for pair in query.split("&")]
-        url = f"http://127.0.0.1:{self.query_port}{base}?" + urllib.parse.urlencode({k: v for k, _, v in pairs})
+        return self._data(base, {key: value for key, _, value in (pair.partition("=") for pair in query.split("&"))})
+
+    def _data(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        url = f"http://127.0.0.1:{self.query_port}{path}?{urllib.parse.urlencode(query)}"
         with urllib.request.urlopen(url, timeout=10) as response:
             return json.load(response)["data"] or []
-
 
 
 @dataclass

@@ -41,8 +41,8 @@ from otel_mcp_cancel.faults import contained
 class SessionRecord:
     started: float = field(default_factory=time.perf_counter)
     protocol_version: str | None = None
-    over_http: bool = False  # its requests came over HTTP (a server's view)
-    destination: dict[str, Any] = field(default_factory=dict)  # a client's: `session_destination`
+    over_http: bool = False  # it runs over HTTP (a server learns it from its requests)
+    server: dict[str, Any] = field(default_factory=dict)  # a client's: the server's address and port
 
 
 class LiveSessions:
@@ -94,18 +94,16 @@ def has_sessions(protocol_version: str | None) -> bool:
     return protocol_version is None or protocol_version < SESSIONLESS_SINCE
 
 
-def session_destination(destination: dict[str, Any]) -> dict[str, Any]:
-    """What a client session's metric says of where it goes: the server's address and port, and `http` for
-    an HTTP transport (the convention's session attributes have no network.transport)."""
-    attributes = {key: value for key, value in destination.items() if key in (SERVER_ADDRESS, SERVER_PORT)}
-    if destination.get(NETWORK_TRANSPORT) == NETWORK_TRANSPORT_TCP:  # streamable HTTP or SSE
-        attributes[NETWORK_PROTOCOL_NAME] = NETWORK_PROTOCOL_HTTP
-    return attributes
+def note_destination(record: SessionRecord, destination: dict[str, Any]) -> None:
+    """Where a client session goes: the server's address and port, and whether it is HTTP (the convention's
+    session attributes have no network.transport)."""
+    record.server = {key: value for key, value in destination.items() if key in (SERVER_ADDRESS, SERVER_PORT)}
+    record.over_http = destination.get(NETWORK_TRANSPORT) == NETWORK_TRANSPORT_TCP  # streamable HTTP or SSE
 
 
 def session_attributes(record: SessionRecord, error: BaseException | None) -> dict[str, Any]:
     """The session-duration metrics' attributes, as the convention lists them."""
-    attributes: dict[str, Any] = dict(record.destination)
+    attributes: dict[str, Any] = dict(record.server)
     if record.protocol_version is not None:
         attributes[MCP_PROTOCOL_VERSION] = bounded(record.protocol_version)
     if record.over_http:

@@ -33,7 +33,7 @@ from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd, task_status
 from otel_mcp_cancel.request_state import RequestRecord, current_record
-from otel_mcp_cancel.session_telemetry import SessionRecord, session_destination
+from otel_mcp_cancel.session_telemetry import SessionRecord, note_destination
 
 # Set in the serving task's context when it calls `stdio_server`; handler tasks inherit it.
 stdio_transport: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -259,7 +259,7 @@ class ClientHooks(HookSet):
                 record = self._telemetry.sessions.open()
                 if record is not None:
                     stream = self.session_stream(instance)
-                    record.destination = session_destination(client_transports.of_stream(stream))
+                    note_destination(record, client_transports.of_stream(stream))
                     self._sessions[instance] = record
                     if stream is not None:
                         self._by_stream[id(stream)] = ClientSessionEntry(record, weakref.ref(instance))
