@@ -159,8 +159,32 @@ async def test_tools_are_named_and_risked_from_fastmcps_registry_on_the_first_ca
     (ghosts,) = captured.points("tool.ghost_responses")
     assert dict(ghosts.attributes)["gen_ai.tool.name"] == "vault_commit"
     assert ghosts.attributes["tool.ghost_risk"] == ghost.attributes["tool.ghost_risk"]
-    # A disabled tool is not served: folded, like any name the server does not know.
-    assert (gone_span.name, gone_span.attributes["tool.outcome"]) == ("tools/call", "failed")
+    # A disabled tool is refused, and still one of the server's own: its name is bounded by the registry.
+    assert (gone_span.name, gone_span.attributes["tool.outcome"]) == ("tools/call gone", "failed")
+
+
+async def test_a_call_fastmcps_middleware_refused_is_still_named(captured) -> None:
+    from fastmcp.exceptions import ToolError
+    from fastmcp.server.middleware import Middleware
+
+    class Refusing(Middleware):
+        async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+            raise ToolError("not for you")
+
+    server = notes_server(Gates(), FASTMCP)
+    server.add_middleware(Refusing())
+    async with raw_session(server) as peer:
+        await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        await peer.call(2, "tools/call", {"name": "no_such_tool", "arguments": {}})
+    refused, unknown = [await the_span_of(captured, request_id) for request_id in ("1", "2")]
+    assert (refused.name, refused.attributes["tool.outcome"]) == ("tools/call echo", "failed")
+    # FastMCP 3.x on mcp 1.x: the SDK lists the tools to check the call's input and FastMCP opens its span for
+    # that listing under ours; the listing's details (an empty component key) are not the call's.
+    assert "fastmcp.component.key" not in refused.attributes
+    assert (unknown.name, unknown.attributes["gen_ai.tool.name"]) == ("tools/call", "no_such_tool")
+    names = {point.attributes.get("gen_ai.tool.name") for point in captured.points("mcp.server.operation.duration")
+             if point.attributes["mcp.method.name"] == "tools/call"}
+    assert names == {"echo", "_OTHER"}
 
 
 async def test_a_call_cancelled_before_fastmcp_reached_its_tool_is_still_named(captured) -> None:

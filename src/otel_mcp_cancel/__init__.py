@@ -76,6 +76,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
             capture_content=_capture_content(),
             user_hooks=UserHooks(kwargs.get("request_hook"), kwargs.get("response_hook")),
             recording=Recording(tracer, meter),
+            tracer_provider=kwargs.get("tracer_provider"),
         )
         telemetry = {
             SERVER: ServerTelemetry(tracer, instruments, GhostRetries(_retry_window()), options),

@@ -3,6 +3,7 @@ sessions' durations."""
 
 from __future__ import annotations
 
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
 from otel_mcp_cancel.attributes import bounded, message_field
@@ -11,7 +12,7 @@ from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_client_record
-from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
+from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions, WaitingSpan
 from otel_mcp_cancel.session_telemetry import SessionTelemetry
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
@@ -28,6 +29,10 @@ class ClientTelemetry(RequestTelemetry):
         super().__init__(tracer, instruments.client_operation_duration, current_client_record, options)
         self.sessions = SessionTelemetry(instruments.client_session_duration)
         self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=None)
+
+    def waiting_span(self, method: str) -> WaitingSpan | None:
+        current = trace.get_current_span()
+        return current if isinstance(current, WaitingSpan) else None
 
     def resolve(self, record: RequestRecord) -> None:
         # The tool names a client sends are its own code's choice, not a peer's: they are not folded.

@@ -34,6 +34,7 @@ class RequestRecord:
     target: str | None = None  # the tool or prompt it names, cut to size
     name: str = ""  # its span's name as started
     started: float = field(default_factory=time.perf_counter)
+    ends_span: bool = True  # else whoever opened its span ends it (see `request_telemetry.WaitingSpan`)
     handler_claimed: bool = False  # an inner hook is reporting how the handler ended
     handler: HandlerEnd | None = None
     answer: Answer | None = None

@@ -17,7 +17,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram
-from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from otel_mcp_cancel.attributes import (
     bounded,
@@ -78,6 +78,19 @@ class Serving:
             self._telemetry.current.reset(self._record_token)
 
 
+class WaitingSpan(Span):
+    """A span another instrumentation opened around a request about to be sent (FastMCP's client span),
+    offered to be that request's span: it then carries our verdict, and its holder ends it."""
+
+    def claim(self, method: str) -> Span | None:
+        """The span a request of `method` is to take as its own, or None: it starts its own."""
+        raise NotImplementedError
+
+    def claimed_by(self, record: RequestRecord, capture_content: bool) -> None:
+        """The request that took it, with whether exception messages may be recorded."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
 class SpanOptions:
     """What the user chose at instrument() time, for every span of either side."""
@@ -86,6 +99,7 @@ class SpanOptions:
     capture_content: bool  # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
     user_hooks: UserHooks
     recording: Callable[[], bool]  # whether the providers given (or the global ones) record anything
+    tracer_provider: TracerProvider | None = None  # the one given to instrument(); None: the global one
 
 
 class RequestTelemetry:
@@ -101,7 +115,8 @@ class RequestTelemetry:
         current: contextvars.ContextVar[RequestRecord | None],
         options: SpanOptions,
     ) -> None:
-        self._tracer = tracer
+        self.tracer = tracer
+        self.tracer_provider = options.tracer_provider
         self._duration = duration
         self.current = current
         self._cancelled_is_error = options.cancelled_is_error
@@ -141,15 +156,29 @@ class RequestTelemetry:
             start_attributes = request_attributes(method, known, params, target, request_id, network_transport)
             if attributes:
                 start_attributes.update(attributes)
-            span = self._tracer.start_span(name, context=self.parent(params), kind=self.kind,
-                                           attributes=start_attributes)
+            holder = self.waiting_span(method)
+            span = holder.claim(method) if holder is not None else None
+            if span is None:
+                holder = None
+                span = self.tracer.start_span(name, context=self.parent(params), kind=self.kind,
+                                               attributes=start_attributes)
+            else:  # another instrumentation's span, opened for this request: now ours
+                span.update_name(name)
+                span.set_attributes(start_attributes)
             record = RequestRecord(method, params, request_id, network_transport, span, known, target, name)
+            if holder is not None:
+                record.ends_span = False
+                holder.claimed_by(record, self._capture_content)
             record.task_id = named_task(method, params)
             if self._user_hooks is not None:
                 self._user_hooks.on_request(self.role, record)
             return record
         except Exception:
             fault(f"opening a {self.role} span")
+        return None
+
+    def waiting_span(self, method: str) -> WaitingSpan | None:
+        """A span opened around this request by another instrumentation, offered to be its span."""
         return None
 
     def serving(self, record: RequestRecord) -> Serving:
@@ -163,7 +192,7 @@ class RequestTelemetry:
                 return  # in flight across uninstrument(), its answer unseen: no verdict rather than a wrong one
             ended = self._conclude(record)
         finally:
-            if not ended:  # whatever failed above, the span still ends
+            if not ended and record.ends_span:  # whatever failed above, the span still ends
                 try:
                     record.span.end()
                 except Exception:
@@ -230,10 +259,11 @@ class RequestTelemetry:
             self._duration.record(time.perf_counter() - record.started, metric)
         except Exception:
             fault(f"measuring a {role} request")
-        try:
-            span.end()  # last: a span processor that raises here costs no measurement
-        except Exception:
-            fault(f"ending a {role} span")
+        if record.ends_span:
+            try:
+                span.end()  # last: a span processor that raises here costs no measurement
+            except Exception:
+                fault(f"ending a {role} span")
         return True
 
     def record_duration(self, seconds: float, attributes: dict[str, Any]) -> None:

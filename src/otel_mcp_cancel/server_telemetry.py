@@ -85,7 +85,7 @@ class ServerTelemetry(RequestTelemetry):
             if request_id is not None:
                 attributes[TOOL_CANCELLED_REQUEST_ID] = bounded(str(request_id))
             links = [Link(cancelled.span.get_span_context())] if cancelled is not None else []
-            span = self._tracer.start_span(
+            span = self.tracer.start_span(
                 NOTIFICATIONS_CANCELLED,
                 context=parent_context(params),
                 kind=SpanKind.SERVER,
@@ -107,11 +107,10 @@ class ServerTelemetry(RequestTelemetry):
             record.tool_registered = record.answer is not None and record.answer.kind is AnswerKind.RESULT
         tool = called_tool(record)
         if tool is not None and not record.tool_registered and record.server is not None:
-            # A framework's registry speaks for a call cancelled before the framework ran its tool, and for one
-            # it handed to a task engine; a call that got as far as failing was told by the framework itself
-            # whether it knew the name.
+            # A framework's registry speaks for a call whose tool the framework never ran: cancelled before,
+            # rejected by its middleware, or handed to a task engine.
             record.tool_registered = tool_registry.is_registered(record.server, tool)
-            if not record.tool_registered and (record.cancelled or record.task_id is not None):
+            if not record.tool_registered:
                 for registry in self.registries:
                     found = registry(record.server, tool)
                     if found is not None:  # its annotations give a ghost (of its task) its risk

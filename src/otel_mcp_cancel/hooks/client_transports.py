@@ -39,15 +39,26 @@ _open: dict[int, tuple[Any, dict[str, Any], Callable[[], object] | None]] = {}
 _lock = threading.Lock()
 
 
-def transport_hooks(wrapper: Callable[[Any, Any, Any, Any], Any]) -> list[Hook]:
+def transport_hooks(wrapper: Callable[[Any, Any, Any, Any], Any], bindings: tuple[str, ...] = _BINDINGS) -> list[Hook]:
+    """A hook with `wrapper` on each helper each module of `bindings` binds."""
     hooks = []
-    for module_name in _BINDINGS:
+    for module_name in bindings:
         try:
             module = importlib.import_module(module_name)
         except ImportError:
             continue
         hooks += [Hook(module_name, name, wrapper) for name in _HELPERS if hasattr(module, name)]
     return hooks
+
+
+def remembered(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What a hooked helper returns: its context manager, remembering the streams it yields."""
+    context_manager = wrapped(*args, **kwargs)
+    if isinstance(context_manager, Remembered):  # a binding of a helper hooked where mcp defines it
+        return context_manager
+    with contained("reading a transport's destination"):
+        return Remembered(context_manager, destination(wrapped.__name__, args, kwargs))
+    return context_manager
 
 
 def destination(helper: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

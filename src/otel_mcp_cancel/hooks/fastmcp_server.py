@@ -6,8 +6,8 @@ request's span. These add what only FastMCP knows:
   the tool is registered (its annotations give a ghost its risk, on the first call, even for tools of
   mounted servers); returned, the side effects are done, however FastMCP goes on after (a checkpoint
   there, on 2.x, would otherwise hide a ghost);
-- 3.x and 4.x: the SERVER span FastMCP opens itself is ours, lent, and its client's CLIENT span steps
-  aside for ours (see `fastmcp_spans`);
+- 3.x and 4.x: the SERVER span FastMCP opens itself is ours, lent, and its client's CLIENT span is
+  held for the request it is sent for (see `fastmcp_spans`);
 - 2.x and 3.x (on mcp 1.x): a session's serving loop, which FastMCP runs itself.
 """
 
@@ -16,20 +16,34 @@ from __future__ import annotations
 from typing import Any
 
 from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.fastmcp_spans import fastmcp_tracer
 from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg, observed_tool
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record
+
+# Where FastMCP 3.x/4.x bind the SDK's transport helpers by name: imported before instrument(), they would
+# keep the unhooked ones.
+FASTMCP_TRANSPORT_BINDINGS = (
+    "fastmcp.client.transports.stdio",
+    "fastmcp.client.transports.http",
+    "fastmcp.client.transports.sse",
+)
 
 
 class _LendsSpans:
     """Hooks FastMCP's `get_tracer` where it is bound (see `fastmcp_spans`)."""
 
     active: bool
+    _telemetry: Any
 
     def tracer(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         tracer = wrapped(*args, **kwargs)
-        return fastmcp_tracer(tracer) if self.active else tracer
+        if self.active:
+            with contained("giving FastMCP its tracer"):
+                version = args[0] if args else kwargs.get("version")
+                return fastmcp_tracer(tracer, self._telemetry, version)
+        return tracer
 
 
 class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
@@ -89,8 +103,15 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
 
 
 class FastMCPClientHooks(_LendsSpans, HookSet):
-    """FastMCP 3.x/4.x's client spans step aside for ours (see `fastmcp_spans`); 2.x makes none. The
-    requests themselves go through the SDK's client session, which the SDK line's hooks trace."""
+    """FastMCP 3.x/4.x's client spans are held for the requests they are sent for (see `fastmcp_spans`); 2.x
+    makes none. The requests themselves go through the SDK's client session, which the SDK line's hooks
+    trace; FastMCP's transports bind the SDK's transport helpers by name, each binding hooked too."""
 
     def hooks(self) -> list[Hook]:
-        return [Hook("fastmcp.client.telemetry", "get_tracer", self.tracer)]
+        return [
+            Hook("fastmcp.client.telemetry", "get_tracer", self.tracer),
+            *client_transports.transport_hooks(self._transport, FASTMCP_TRANSPORT_BINDINGS),
+        ]
+
+    def _transport(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        return client_transports.remembered(wrapped, args, kwargs) if self.active else wrapped(*args, **kwargs)

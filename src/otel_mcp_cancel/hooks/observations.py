@@ -289,12 +289,7 @@ class ClientHooks(HookSet):
         return client_transports.transport_hooks(self._transport)
 
     def _transport(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        context_manager = wrapped(*args, **kwargs)
-        if self.active:
-            with contained("reading a transport's destination"):
-                destination = client_transports.destination(wrapped.__name__, args, kwargs)
-                return client_transports.Remembered(context_manager, destination)
-        return context_manager
+        return client_transports.remembered(wrapped, args, kwargs) if self.active else wrapped(*args, **kwargs)
 
     def open(
         self, method: str, params: Any, request_id: object, write_stream: object, *, checked: bool = False
