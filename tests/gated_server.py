@@ -60,6 +60,13 @@ async def slow(text: str) -> str:
     return text
 
 
+@server.tool()
+async def hang() -> str:
+    """Never returns: its caller's own timeout gives up on it."""
+    await anyio.Event().wait()
+    return "never"
+
+
 # A write that is not idempotent: its ghost is `unsafe`.
 @server.tool(annotations=ToolAnnotations.model_validate({"readOnlyHint": False, "idempotentHint": False}))
 async def shielded_write(name: str) -> str:
@@ -83,6 +90,16 @@ def sync_write(name: str) -> str:
 async def wait_started() -> str:
     await started.wait()
     return "started"
+
+
+@server.tool()
+def caller_gone(tool: str) -> str:
+    """A test's probe, to order a race: whether the plugin (loaded by `opentelemetry-instrument`) noticed that
+    the caller of a call of `tool` still in flight hung up."""
+    from otel_mcp_cancel.request_state import LIVE
+
+    in_flight = list(LIVE._records.values())
+    return "gone" if any(record.target == tool and record.caller_gone for record in in_flight) else "here"
 
 
 @server.tool()

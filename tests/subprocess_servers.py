@@ -48,10 +48,11 @@ def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 30) -> 
 
 
 class HttpServer:
-    def __init__(self, sink: OtlpSink, vault: Path, transport: str, **environment: str) -> None:
+    def __init__(self, sink: OtlpSink, vault: Path, transport: str, python: str = sys.executable,
+                 **environment: str) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
-            instrumented_command(vault, transport, str(self.port)),
+            instrumented_command(vault, transport, str(self.port), python=python),
             env={**os.environ, **exporter_environment(sink.endpoint), **environment},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -305,3 +305,15 @@ def test_fastmcp_is_hooked_whichever_distribution_provides_it(caplog) -> None:
     modules = [type(make(None)).__module__ for _, make in otel_mcp_cancel._hook_makers()]
     assert "otel_mcp_cancel.hooks.fastmcp_server" in modules, (distribution, modules)
     assert caplog.text == ""
+
+
+def test_fastmcp_installed_from_its_source_is_hooked_by_its_distributions_name(monkeypatch, caplog) -> None:
+    """An editable install (FastMCP's own checkout, as its test suite runs) lists no files: no distribution
+    claims the package, and it is found by name."""
+    import otel_mcp_cancel
+
+    caplog.set_level("WARNING", logger="otel_mcp_cancel")
+    monkeypatch.setattr(importlib.metadata, "packages_distributions", lambda: {})
+    modules = [type(make(None)).__module__ for _, make in otel_mcp_cancel._hook_makers()]
+    assert "otel_mcp_cancel.hooks.fastmcp_server" in modules
+    assert caplog.text == ""

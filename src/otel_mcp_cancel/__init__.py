@@ -95,6 +95,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
 
 
 SERVER, CLIENT = "server", "client"
+FASTMCP_DISTRIBUTIONS = ("fastmcp-slim", "fastmcp")
 TASK_ENGINE_V1 = "mcp.server.experimental.request_context"
 
 
@@ -162,6 +163,13 @@ def _fastmcp_distribution() -> tuple[str, str] | None:
     providers = importlib.metadata.packages_distributions().get("fastmcp")
     if providers:
         return canonicalize_name(providers[0]), importlib.metadata.version(providers[0])
+    # An editable install (a source checkout) lists no files, so no distribution claims the package: ask for
+    # the distributions that provide it by name (fastmcp-slim first: since 4.0 fastmcp is a meta-package).
+    for name in FASTMCP_DISTRIBUTIONS:
+        try:
+            return name, importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
     logger.warning("otel_mcp_cancel: the fastmcp package is importable but no installed distribution provides "
                    "it, so its version is unknown; its requests are traced through the SDK alone")
     return None

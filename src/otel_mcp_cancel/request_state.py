@@ -160,6 +160,13 @@ class LiveRequests:
         for record in orphaned:
             record.note_caller_gone()
 
+    def caller_gone_of(self, matches: Callable[[RequestRecord], bool]) -> None:
+        """The caller of each request in flight that `matches` hung up."""
+        with self._lock:
+            orphaned = [record for record in self._records.values() if matches(record)]
+        for record in orphaned:
+            record.note_caller_gone()
+
     def _drop_early(self, key_id: int, _ref: object) -> None:
         with self._lock:
             self._early.pop(key_id, None)

@@ -32,7 +32,7 @@ from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd, task_status
-from otel_mcp_cancel.request_state import RequestRecord, current_record
+from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
 from otel_mcp_cancel.session_telemetry import SessionRecord, note_destination
 
 # Set in the serving task's context when it calls `stdio_server`; handler tasks inherit it.
@@ -230,6 +230,18 @@ class FrameworkHooks(HookSet):
             stdio_transport.set(NETWORK_TRANSPORT_PIPE)
         return wrapped(*args, **kwargs)
 
+    async def request_stream_closing(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """Streamable HTTP: the stream a request's answer goes out on is closing. Before the answer was
+        written, its caller hung up (its HTTP request ended), and the answer will be dropped. Not so with an
+        event store: a caller may resume the stream and be given the answer then."""
+        if self.active:
+            with contained("noticing a request's stream closing"):
+                request_id = arg(args, kwargs, 0, "request_id")
+                if request_id in instance._request_streams and instance._event_store is None:
+                    stream = instance._write_stream  # the one its session (1.x) or dispatcher (2.x) writes to
+                    LIVE.caller_gone_of(lambda record: str(record.request_id) == str(request_id)
+                                        and getattr(record.session, "_write_stream", None) is stream)
+        return await wrapped(*args, **kwargs)
 
 class ClientHooks(HookSet):
     """What the sending side's hooks of both lines share: where a session's stream leads, its span, and how

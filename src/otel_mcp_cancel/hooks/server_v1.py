@@ -108,6 +108,8 @@ class ServerHooksV1(FrameworkHooks):
             Hook("mcp.shared.session", "RequestResponder.respond", self._respond),
             Hook("mcp.shared.session", "RequestResponder.cancel", self._cancel),
             Hook("mcp.shared.session", "BaseSession._receive_loop", self._receive_loop),
+            Hook("mcp.server.streamable_http", "StreamableHTTPServerTransport._clean_up_memory_streams",
+                 self.request_stream_closing),
             # A cancel for a request no longer in flight reaches nothing but this validation.
             Hook("mcp.types", "ClientNotification.model_validate", self._notification_validated, inherited=True),
             *self.framework_hooks("mcp.server.fastmcp", _STDIO_SERVER_BINDINGS),

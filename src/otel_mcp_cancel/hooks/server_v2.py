@@ -78,6 +78,8 @@ class ServerHooksV2(FrameworkHooks):
             Hook("mcp.shared.direct_dispatcher", "DirectDispatcher._dispatch_request", self._direct_request),
             Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request),
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._fan_out_closed", self._read_ended),
+            Hook("mcp.server.streamable_http", "StreamableHTTPServerTransport._clean_up_memory_streams",
+                 self.request_stream_closing),
             Hook("mcp.server.runner", "serve_connection", self._serve_connection),
             Hook("mcp.server.runner", "_serve_legacy_stream", self._legacy_stream),
             Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware),
