@@ -44,7 +44,33 @@ from otel_mcp_cancel.request_telemetry import EXCEPTION_EVENT, RequestTelemetry,
 FASTMCP_SCOPE = "fastmcp"  # the instrumentation scope FastMCP's tracer has
 
 
-class LentSpan(Span):
+class _SeenByFastMCP(Span):
+    """A request's span as FastMCP's code holds it: what it records of an exception is decided per kind."""
+
+    _span: Span
+
+    def get_span_context(self) -> trace.SpanContext:
+        return self._span.get_span_context()
+
+    def is_recording(self) -> bool:
+        return self._span.is_recording()
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: types.Attributes = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        self._exception(exception, attributes, timestamp, escaped)
+
+    def _exception(
+        self, exception: BaseException, attributes: types.Attributes, timestamp: int | None, escaped: bool
+    ) -> None:
+        raise NotImplementedError
+
+
+class LentSpan(_SeenByFastMCP):
     """Our request span as FastMCP sees it: it writes its details; the verdict stays ours."""
 
     def __init__(self, record: RequestRecord) -> None:
@@ -58,12 +84,6 @@ class LentSpan(Span):
         if method is not None and method != self._record.method:
             self._other_request = True
         return not self._other_request
-
-    def get_span_context(self) -> trace.SpanContext:
-        return self._span.get_span_context()
-
-    def is_recording(self) -> bool:
-        return self._span.is_recording()
 
     def set_attributes(self, attributes: Mapping[str, types.AttributeValue]) -> None:
         if self._for_this_request(attributes.get(MCP_METHOD_NAME)):
@@ -81,12 +101,8 @@ class LentSpan(Span):
         if not self._other_request:
             self._span.add_link(context, attributes)
 
-    def record_exception(
-        self,
-        exception: BaseException,
-        attributes: types.Attributes = None,
-        timestamp: int | None = None,
-        escaped: bool = False,
+    def _exception(
+        self, exception: BaseException, attributes: types.Attributes, timestamp: int | None, escaped: bool
     ) -> None:
         # One exception event per request, bounded and with its message only on opt-in: ours, from this.
         if not self._other_request:
@@ -112,7 +128,7 @@ def span_to_lend(kind: SpanKind) -> LentSpan | None:
     return None
 
 
-class HeldClientSpan(WaitingSpan):
+class HeldClientSpan(_SeenByFastMCP, WaitingSpan):
     """FastMCP's CLIENT span, started by our tracer: FastMCP's as it made it until a request of the method it
     names takes it; from then on FastMCP writes its details and the verdict is ours."""
 
@@ -128,12 +144,6 @@ class HeldClientSpan(WaitingSpan):
 
     def claimed_by(self, record: RequestRecord, capture_content: bool) -> None:
         self._record, self._capture_content = record, capture_content
-
-    def get_span_context(self) -> trace.SpanContext:
-        return self._span.get_span_context()
-
-    def is_recording(self) -> bool:
-        return self._span.is_recording()
 
     def set_attributes(self, attributes: Mapping[str, types.AttributeValue]) -> None:
         if self._method is None:
@@ -151,12 +161,8 @@ class HeldClientSpan(WaitingSpan):
     def add_link(self, context: trace.SpanContext, attributes: types.Attributes = None) -> None:
         self._span.add_link(context, attributes)
 
-    def record_exception(
-        self,
-        exception: BaseException,
-        attributes: types.Attributes = None,
-        timestamp: int | None = None,
-        escaped: bool = False,
+    def _exception(
+        self, exception: BaseException, attributes: types.Attributes, timestamp: int | None, escaped: bool
     ) -> None:
         if self._record is None:
             self._span.record_exception(exception, attributes, timestamp, escaped)
