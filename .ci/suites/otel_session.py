@@ -1,10 +1,13 @@
-"""A pytest plugin loaded into the MCP SDK's own test suite (`pytest -p otel_session`).
+"""A pytest plugin loaded into a project's own test suite (`pytest -p otel_session`): the MCP SDK's, FastMCP's.
 
 OTEL_MCP_SUITE_MODE says what the whole session runs under:
 - `off`: nothing (the baseline);
 - `tracing`: a plain global SDK TracerProvider and no plugin, to tell "fails because tracing is on" apart;
 - `plugin`: otel-mcp-cancel instrumenting the whole session, with SDK providers and in-memory exporters
-  passed to `instrument()` (the global provider stays the suite's own).
+  passed to `instrument()` (the global provider stays the suite's own);
+- `plugin-global`: otel-mcp-cancel instrumenting the whole session with the global tracer provider, whichever
+  the suite sets (FastMCP's telemetry tests set theirs and read our spans beside FastMCP's from it), and an
+  SDK meter provider of its own (so the plugin is active from the first test).
 Every fault line the plugin logs (an ERROR on logger `otel_mcp_cancel`) is appended to OTEL_MCP_SUITE_FAULTS,
 and each test's outcome to OTEL_MCP_SUITE_RESULTS.
 """
@@ -37,13 +40,15 @@ def pytest_configure(config: object) -> None:
 
     from otel_mcp_cancel import McpCancelInstrumentor
 
+    providers = {"meter_provider": MeterProvider(metric_readers=[InMemoryMetricReader()])}
+    if MODE == "plugin":
+        providers["tracer_provider"] = tracer_provider
+
     faults = logging.FileHandler(os.environ["OTEL_MCP_SUITE_FAULTS"], encoding="utf-8")
     faults.setLevel(logging.ERROR)
     faults.setFormatter(logging.Formatter("%(message)s"))
     logging.getLogger("otel_mcp_cancel").addHandler(faults)
-    McpCancelInstrumentor().instrument(
-        tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()])
-    )
+    McpCancelInstrumentor().instrument(**providers)
 
 
 def pytest_runtest_logreport(report: object) -> None:
