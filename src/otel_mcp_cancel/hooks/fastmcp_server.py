@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from opentelemetry.trace import get_tracer
+
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import client_transports
-from otel_mcp_cancel.hooks.fastmcp_spans import fastmcp_tracer
+from otel_mcp_cancel.hooks.fastmcp_spans import FASTMCP_SCOPE, fastmcp_tracer
 from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg, observed_tool
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record
@@ -37,13 +39,26 @@ class _LendsSpans:
     active: bool
     _telemetry: Any
 
+    def __init__(self, telemetry: Any) -> None:
+        super().__init__(telemetry)
+        self._given_tracers: dict[str | None, Any] = {}  # by FastMCP's version: asked for as each span opens
+
     def tracer(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         tracer = wrapped(*args, **kwargs)
         if self.active:
             with contained("giving FastMCP its tracer"):
-                version = args[0] if args else kwargs.get("version")
-                return fastmcp_tracer(tracer, self._telemetry, version)
+                return fastmcp_tracer(tracer, self._telemetry.tracer, self._given(args[0] if args else
+                                                                                  kwargs.get("version")))
         return tracer
+
+    def _given(self, version: str | None) -> Any:
+        """FastMCP's tracer from the provider given to instrument(), or None when none was."""
+        provider = self._telemetry.tracer_provider
+        if provider is None:
+            return None
+        if version not in self._given_tracers:
+            self._given_tracers[version] = get_tracer(FASTMCP_SCOPE, version, provider)
+        return self._given_tracers[version]
 
 
 class FastMCPServerHooks(_LendsSpans, FrameworkHooks):

@@ -39,7 +39,7 @@ from otel_mcp_cancel.conventions import MCP_METHOD_NAME
 from otel_mcp_cancel.conventions import REQUEST_SPAN_ATTRIBUTES as OURS
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.request_state import RequestRecord, current_record
-from otel_mcp_cancel.request_telemetry import EXCEPTION_EVENT, RequestTelemetry, WaitingSpan
+from otel_mcp_cancel.request_telemetry import EXCEPTION_EVENT, WaitingSpan
 
 FASTMCP_SCOPE = "fastmcp"  # the instrumentation scope FastMCP's tracer has
 
@@ -185,15 +185,13 @@ class HeldClientSpan(_SeenByFastMCP, WaitingSpan):
         self._span.end()
 
 
-def fastmcp_tracer(tracer: trace.Tracer, telemetry: RequestTelemetry, version: str | None) -> trace.Tracer:
-    """The tracer FastMCP gets: from the provider given to instrument(), if any, and ours lending and holding;
-    unless the user turned FastMCP's own spans off (it then hands out a no-op tracer): FastMCP writes nothing,
-    on its spans or on ours."""
+def fastmcp_tracer(tracer: trace.Tracer, ours: trace.Tracer, given: trace.Tracer | None) -> trace.Tracer:
+    """The tracer FastMCP gets: FastMCP's scope from the provider given to instrument() (`given`), if any,
+    and ours lending and holding; unless the user turned FastMCP's own spans off (it then hands out a no-op
+    tracer): FastMCP writes nothing, on its spans or on ours."""
     if isinstance(tracer, trace.NoOpTracer):
         return tracer
-    if telemetry.tracer_provider is not None:
-        tracer = trace.get_tracer(FASTMCP_SCOPE, version, telemetry.tracer_provider)
-    return FastMCPTracer(tracer, telemetry.tracer)
+    return FastMCPTracer(given if given is not None else tracer, ours)
 
 
 class FastMCPTracer(trace.Tracer):

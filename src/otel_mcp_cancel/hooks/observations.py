@@ -239,8 +239,9 @@ class FrameworkHooks(HookSet):
                 request_id = arg(args, kwargs, 0, "request_id")
                 if request_id in instance._request_streams and instance._event_store is None:
                     stream = instance._write_stream  # the one its session (1.x) or dispatcher (2.x) writes to
-                    LIVE.caller_gone_of(lambda record: str(record.request_id) == str(request_id)
-                                        and getattr(record.session, "_write_stream", None) is stream)
+                    wire_id = str(request_id)
+                    LIVE.caller_gone_of(lambda record: getattr(record.session, "_write_stream", None) is stream
+                                        and str(record.request_id) == wire_id)
         return await wrapped(*args, **kwargs)
 
 class ClientHooks(HookSet):
