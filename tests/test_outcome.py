@@ -6,7 +6,16 @@ import pytest
 
 from otel_mcp_cancel.conventions import TOOL_ERROR_DESCRIPTION as TOOL_ERROR
 from otel_mcp_cancel.conventions import UNANSWERED_DESCRIPTION as UNANSWERED
-from otel_mcp_cancel.outcome import Answer, HandlerEnd, Verdict, classify, classify_task, task_status, undelivered_ghost
+from otel_mcp_cancel.outcome import (
+    GAVE_UP_CONNECTION_LOST,
+    Answer,
+    HandlerEnd,
+    Verdict,
+    classify,
+    classify_task,
+    task_status,
+    undelivered_ghost,
+)
 
 
 @pytest.mark.parametrize(
@@ -106,8 +115,16 @@ def test_a_cancelled_task_is_an_error_only_if_asked() -> None:
 
 
 def test_a_caller_that_left_before_any_terminal_status_gave_up() -> None:
-    assert classify_task(None, None, False, gave_up=True) == Verdict("cancelled")
-    assert classify_task("completed", None, False, gave_up=True) == Verdict("ok", task_status="completed")
+    assert classify_task(None, None, False, gave_up="caller") == Verdict("cancelled")
+    assert classify_task(None, None, False, gave_up="timeout") == Verdict("cancelled", error_type="timeout")
+    assert classify_task("completed", None, False, gave_up="caller") == Verdict("ok", task_status="completed")
+
+
+def test_a_caller_whose_connection_closed_before_any_terminal_status_saw_a_failure_not_its_own_cancel() -> None:
+    assert classify_task(None, None, False, gave_up=GAVE_UP_CONNECTION_LOST) == Verdict(
+        "failed", error_type="-32000", span_error=True,
+        description="the connection closed before the task's outcome reached its caller")
+    assert classify_task("cancelled", None, False, gave_up=GAVE_UP_CONNECTION_LOST).outcome == "cancelled"
 
 
 @pytest.mark.parametrize(

@@ -53,5 +53,6 @@ class ClientTelemetry(RequestTelemetry):
             record.span.set_attribute(TOOL_CANCEL_REASON, record.cancel_reason)
         try:
             self.tasks.observe(record, verdict)  # the client's view: what it was told of the task
+            self.tasks.waited(record, verdict)
         except Exception:
             fault("following a task")

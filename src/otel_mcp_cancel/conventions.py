@@ -117,9 +117,12 @@ TOOL_ERROR_DESCRIPTION = "the tool's result has isError: true"
 UNANSWERED_DESCRIPTION = "the request ended unanswered, and not by a cancel"
 TASK_FAILED_DESCRIPTION = "the task's status is failed"
 TASK_UNSETTLED_DESCRIPTION = "the task's work ended without a terminal status"
+CONNECTION_LOST_DESCRIPTION = "the connection closed before the task's outcome reached its caller"
 
 # Values of error.type that are not a JSON-RPC code.
 ERROR_TYPE_TOOL_ERROR = "tool_error"
+# The JSON-RPC code both SDK lines give a request whose connection closed under it (CONNECTION_CLOSED).
+ERROR_TYPE_CONNECTION_CLOSED = "-32000"
 ERROR_TYPE_TIMEOUT = "timeout"  # a client's call that its timeout ended: the convention's own example value
 OTHER = "_OTHER"  # semconv's fallback for error.type, and the fold for unregistered tool names
 

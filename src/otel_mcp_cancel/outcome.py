@@ -15,6 +15,9 @@ from typing import Any
 
 from otel_mcp_cancel.conventions import (
     CALLER_FAULT_CODES,
+    CANCEL_REASON_TIMEOUT,
+    CONNECTION_LOST_DESCRIPTION,
+    ERROR_TYPE_CONNECTION_CLOSED,
     ERROR_TYPE_TIMEOUT,
     ERROR_TYPE_TOOL_ERROR,
     GHOST_RISK_IDEMPOTENT,
@@ -37,6 +40,9 @@ from otel_mcp_cancel.conventions import (
     TOOLS_CALL,
     UNANSWERED_DESCRIPTION,
 )
+
+# Why a client's session ended with a task unsettled, besides its own reasons (timeout | caller): not one to give up.
+GAVE_UP_CONNECTION_LOST = "connection_lost"
 
 
 class HandlerEnd(enum.Enum):
@@ -181,7 +187,7 @@ def classify_task(
     work: HandlerEnd | None,
     is_tool_error: bool,
     *,
-    gave_up: bool = False,
+    gave_up: str | None = None,
     cancelled_is_error: bool = False,
 ) -> Verdict:
     """Decide a task-augmented tools/call's outcome from the terminal status its task reached.
@@ -190,8 +196,10 @@ def classify_task(
     - cancelled is cancelled whatever the work did next; work that ran to its end after
       the cancel did its side effects unseen: a ghost. (The spec keeps a cancelled task
       cancelled "even if execution continues to completion or fails".)
-    - A caller that left before any terminal status reached it (its session ended) gave up: its
-      view is cancelled, as for a request it stopped waiting for.
+    - A client whose session ended before any terminal status reached it (`gave_up`, why its session ended):
+      its own code leaving, or its own timeout on its last wait, gave up (cancelled, as for a request it
+      stopped waiting for; `timeout` is then its error.type); a connection that closed under it did not,
+      and that is the failure it saw.
     - No terminal status otherwise (its work was interrupted, or its session ended first) is a
       failure we cannot name, as for a request that ended unanswered.
     """
@@ -205,8 +213,12 @@ def classify_task(
         ghost = work.handler_outcome if work is not None and work.completed else None
         return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=ghost,
                        task_status=status)
-    if gave_up:
-        return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error)
+    if gave_up == GAVE_UP_CONNECTION_LOST:
+        return Verdict(OUTCOME_FAILED, error_type=ERROR_TYPE_CONNECTION_CLOSED, span_error=True,
+                       description=CONNECTION_LOST_DESCRIPTION)
+    if gave_up is not None:
+        return Verdict(OUTCOME_CANCELLED, error_type=ERROR_TYPE_TIMEOUT if gave_up == CANCEL_REASON_TIMEOUT else None,
+                       span_error=cancelled_is_error)
     return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=TASK_UNSETTLED_DESCRIPTION)
 
 

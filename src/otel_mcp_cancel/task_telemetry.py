@@ -38,6 +38,7 @@ from otel_mcp_cancel.attributes import (
 )
 from otel_mcp_cancel.conventions import (
     CANCEL_REASON_CALLER,
+    ERROR_TYPE_CONNECTION_CLOSED,
     EVENT_TASK_STATUS,
     GEN_AI_OPERATION_EXECUTE_TOOL,
     GEN_AI_OPERATION_NAME,
@@ -46,6 +47,7 @@ from otel_mcp_cancel.conventions import (
     MCP_TASK_ID,
     MCP_TASK_STATUS,
     MCP_TASK_STATUS_MESSAGE,
+    OUTCOME_CANCELLED,
     TASK_COMPLETED,
     TASK_FAILED,
     TASKS_CANCEL,
@@ -57,7 +59,15 @@ from otel_mcp_cancel.conventions import (
 )
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.ghost_reporting import GhostReporter
-from otel_mcp_cancel.outcome import AnswerKind, HandlerEnd, Verdict, classify_task, task_status, undelivered_ghost
+from otel_mcp_cancel.outcome import (
+    GAVE_UP_CONNECTION_LOST,
+    AnswerKind,
+    HandlerEnd,
+    Verdict,
+    classify_task,
+    task_status,
+    undelivered_ghost,
+)
 from otel_mcp_cancel.request_state import RequestRecord, metric_fields
 
 # Tasks followed at once, settled ones included (a late `tasks/cancel` is judged against them); oldest out.
@@ -78,7 +88,10 @@ class TaskRecord:
     result_pending: bool = False  # told `completed` with no result inline: only its result can say isError
     is_tool_error: bool = False
     outcome_seen: bool = False  # its caller was told how it ended: its result, or a terminal status polled
-    gave_up: bool = False  # a client's session ended before it learned how the task ended
+    # A client's session ended before it learned how the task ended, and why: its own code left (caller), its
+    # last wait for the task was its own timeout (timeout), or the connection closed (GAVE_UP_CONNECTION_LOST).
+    gave_up: str | None = None
+    last_wait: str | None = None  # how the client's last request about the task ended unanswered, if it did
     session_over: bool = False  # the creating session ended: a result it did not fetch is out of reach
     expired: bool = False  # its result's time to live ran out before its caller was told
     ghosted: bool = False  # a late cancel already counted its work as a ghost
@@ -225,18 +238,33 @@ class TaskTelemetry:
         if told:
             self._seen(task)
 
-    def gave_up(self, session: object) -> None:
-        """A client session ended: its tasks not yet settled end as what its caller got, nothing (cancelled,
-        `tool.cancel_reason=caller`). The server may still run them."""
+    def gave_up(self, session: object, connection_lost: bool) -> None:
+        """A client session ended: its tasks not yet settled end as what its caller got. Its own code leaving, or
+        its last wait ended by its own timeout, gave up (cancelled, `tool.cancel_reason` caller | timeout); a
+        connection that closed under it (the session ended by it, or its last wait did) failed. The server may
+        still run them."""
         with self._lock:
             left = [task for task in self._tasks.values() if task.creation.session is session and not task.settled]
         for task in left:
             self._settle_pending(task)  # it was told the task completed; it never read how
             if task.settled:
                 continue
-            task.gave_up = True
-            task.span.set_attribute(TOOL_CANCEL_REASON, CANCEL_REASON_CALLER)
+            task.gave_up = GAVE_UP_CONNECTION_LOST if connection_lost else task.last_wait or CANCEL_REASON_CALLER
+            if task.gave_up != GAVE_UP_CONNECTION_LOST:
+                task.span.set_attribute(TOOL_CANCEL_REASON, task.gave_up)
             self._settle(task)
+
+    def waited(self, record: RequestRecord, verdict: Verdict) -> None:
+        """A client's request about a task (its creation, or a `tasks/*` one) ended: how, when unanswered."""
+        task = self.find(record.task_id) if record.task_id is not None else None
+        if task is None or task.settled:
+            return
+        if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
+            task.last_wait = record.cancel_reason  # its own: timeout | caller
+        elif verdict.error_type == ERROR_TYPE_CONNECTION_CLOSED:
+            task.last_wait = GAVE_UP_CONNECTION_LOST
+        else:
+            task.last_wait = None
 
     def _polled(self, task: TaskRecord, polled: object) -> None:
         """A `tasks/get` answer: the task's status (when no engine hook tells better). A caller told that its

@@ -503,3 +503,73 @@ async def test_tasks_that_finish_before_their_creation_is_answered_are_named_lik
              if p.attributes.get("mcp.method.name") == "tools/call"}
     assert tools == {"commit"}
     assert outcome_points(captured)[(("tool.outcome", "ok"), ("mcp.task.status", "completed"))] == 200
+
+
+async def test_a_client_that_stops_waiting_by_its_own_timeout_gave_up_by_timeout(captured) -> None:
+    """Its `tasks/result` wait ran out (the session's read timeout), and its code left: its own timeout, not
+    a change of mind, and nothing failed."""
+    from datetime import timedelta
+
+    from mcp.shared.exceptions import McpError
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    app = TaskApp()
+    async with create_connected_server_and_client_session(app.server, timedelta(seconds=2)) as session:
+        await session.list_tools()
+        created = await session.experimental.call_tool_as_task("commit", {"path": "a.md"}, ttl=60_000)
+        await app.started.wait()
+        with pytest.raises(McpError):  # the work waits for a release that never comes
+            await session.experimental.get_task_result(created.task.taskId, types.CallToolResult)
+    viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
+    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "tool.cancel_reason", "error.type")} == {
+        "tool.outcome": "cancelled", "tool.cancel_reason": "timeout", "error.type": "timeout"}
+    assert viewed.status.status_code is StatusCode.UNSET
+
+
+@pytest.mark.parametrize("waiting", [True, False], ids=["while-waiting-for-the-result", "polling-after"])
+async def test_a_client_whose_server_went_away_saw_its_task_fail_and_did_not_give_up(captured, waiting) -> None:
+    """The server ends mid-task (its process died, or restarted): the client's connection closed under it,
+    while it waited for the result or before its next poll. That is a failure it saw, the SDK's
+    CONNECTION_CLOSED, not its caller's cancel."""
+    from mcp.client.session import ClientSession
+    from mcp.shared.memory import create_client_server_memory_streams
+
+    from otel_mcp_cancel.request_state import LIVE
+
+    app = TaskApp()
+    server, server_gone = anyio.CancelScope(), anyio.Event()
+
+    async def serve(streams: Any) -> None:
+        try:
+            with server:
+                await app.server.run(*streams, app.server.create_initialization_options())
+        finally:
+            server_gone.set()
+
+    def serving(method: str) -> bool:  # the server's own record of a request in flight
+        return any(record.method == method for record in list(LIVE._records.values()))
+
+    async with create_client_server_memory_streams() as (client_streams, server_streams):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(serve, server_streams)
+            with pytest.raises(Exception):  # noqa: B017 - the closed connection, as the SDK raises it there
+                async with ClientSession(*client_streams) as session:
+                    await session.initialize()
+                    await session.list_tools()
+                    created = await session.experimental.call_tool_as_task("commit", {"path": "a.md"}, ttl=60_000)
+                    await app.started.wait()
+                    if waiting:
+                        async with anyio.create_task_group() as wait:
+                            wait.start_soon(session.experimental.get_task_result, created.task.taskId,
+                                            types.CallToolResult)
+                            await until(lambda: serving("tasks/result"))
+                            server.cancel()
+                    else:
+                        server.cancel()
+                        await server_gone.wait()
+                        await session.experimental.get_task(created.task.taskId)
+    viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
+    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "tool.cancel_reason", "error.type")} == {
+        "tool.outcome": "failed", "tool.cancel_reason": None, "error.type": "-32000"}
+    assert (viewed.status.status_code, viewed.status.description) == (
+        StatusCode.ERROR, "the connection closed before the task's outcome reached its caller")

@@ -22,6 +22,7 @@ from otel_mcp_cancel.conventions import (
     CANCEL_REASON_CALLER,
     CLIENT_ADDRESS,
     CLIENT_PORT,
+    ERROR_TYPE_CONNECTION_CLOSED,
     MCP_SESSION_ID,
     NETWORK_TRANSPORT,
     NETWORK_TRANSPORT_PIPE,
@@ -129,6 +130,17 @@ def note_result(record: RequestRecord, result: object) -> None:
     if record.on_result is not None:
         with contained("telling a task of its answer"):
             record.on_result(record)
+
+
+def connection_lost(error: BaseException | None) -> bool:
+    """Whether a client session ended because its connection closed: the SDK's CONNECTION_CLOSED error, or
+    the closed stream itself, alone or in the exception group that ended the session."""
+    inner = getattr(error, "exceptions", None)  # an exception group (a backport's on Python 3.10)
+    if isinstance(inner, tuple):
+        return any(connection_lost(exception) for exception in inner)
+    code = getattr(getattr(error, "error", None), "code", None)
+    return str(code) == ERROR_TYPE_CONNECTION_CLOSED or isinstance(
+        error, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, ConnectionError))
 
 
 def cancel_reason(params: object) -> str | None:
@@ -296,7 +308,8 @@ class ClientHooks(HookSet):
                         record.protocol_version = bounded(version)
                     self._telemetry.sessions.close(record, arg(args, kwargs, 1, "exc_val"))
             with contained("ending a client session's tasks"):
-                self._telemetry.tasks.gave_up(self.session_stream(instance))
+                exc = arg(args, kwargs, 1, "exc_val")
+                self._telemetry.tasks.gave_up(self.session_stream(instance), connection_lost(exc))
 
     def transport_hooks(self) -> list[Hook]:
         return client_transports.transport_hooks(self._transport)
