@@ -64,6 +64,8 @@ receivers:
     protocols:
       grpc:
         endpoint: 127.0.0.1:{otlp_port}
+      http:
+        endpoint: 127.0.0.1:{otlp_http_port}
 exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
@@ -74,6 +76,12 @@ exporters:
 class Jaeger:
     otlp_port: int
     query_port: int
+    otlp_http_port: int
+
+    @property
+    def endpoint(self) -> str:
+        """Its OTLP/HTTP receiver: for servers that export to it straight, with no collector between."""
+        return f"http://127.0.0.1:{self.otlp_http_port}"
 
     def traces(self, service: str, tags: dict[str, str] | None = None, limit: int = 10_000) -> list[dict[str, Any]]:
         """Jaeger's HTTP API (what its UI reads): the traces of `service` with spans matching `tags`."""
@@ -129,12 +137,12 @@ def _running(command: list[str], log: Path, ports: tuple[int, ...]) -> Iterator[
 
 @contextmanager
 def running_jaeger(tmp_path: Path) -> Iterator[Jaeger]:
-    jaeger = Jaeger(otlp_port=free_port(), query_port=free_port())
+    jaeger = Jaeger(otlp_port=free_port(), query_port=free_port(), otlp_http_port=free_port())
     config = tmp_path / "jaeger.yaml"
     config.write_text(JAEGER_CONFIG.format(query_port=jaeger.query_port, query_grpc_port=free_port(),
-                                           otlp_port=jaeger.otlp_port))
+                                           otlp_port=jaeger.otlp_port, otlp_http_port=jaeger.otlp_http_port))
     command = [str(backends_bin() / "jaeger"), "--config", str(config)]
-    with _running(command, tmp_path / "jaeger.log", (jaeger.query_port, jaeger.otlp_port)):
+    with _running(command, tmp_path / "jaeger.log", (jaeger.query_port, jaeger.otlp_port, jaeger.otlp_http_port)):
         yield jaeger
 
 

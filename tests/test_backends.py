@@ -15,7 +15,7 @@ from examples.otlp_sink import exporter_environment
 from tests.backends import SHIPPED_COLLECTOR_CONFIG, eventually, running_collector, running_jaeger, validate
 from tests.prometheus_server import Prometheus
 from tests.raw_peer import raw_peer_over
-from tests.subprocess_servers import ghost_then_retry, instrumented_command
+from tests.subprocess_servers import gated_ghost, ghost_then_retry, instrumented_command
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends]
 
@@ -99,6 +99,43 @@ async def test_a_ghost_and_its_retry_through_the_collector_into_jaeger_and_prome
         finally:
             prometheus.stop()
 
+
+
+def documented_replicas_query(fingerprint: str) -> str:
+    """The API path docs/finding-it.md gives for a ghost's retries on any replica, for this fingerprint."""
+    (line,) = [line for line in FINDING_IT.read_text().splitlines() if "tool.call_fingerprint" in line
+               and "/api/traces" in line]
+    return re.search(r"`(/api/traces[^`]+)`", line).group(1).replace("<fingerprint>", fingerprint)
+
+
+async def test_a_ghost_and_its_retry_on_another_replica_are_joined_by_their_fingerprint(tmp_path: Path) -> None:
+    """Two replicas with the shared key, each exporting to Jaeger: the ghost on one, its retry on the other
+    (which cannot link it); docs/finding-it.md's query by the ghost's fingerprint finds both traces."""
+    with running_jaeger(tmp_path) as jaeger:
+        environment = {**exporter_environment(jaeger.endpoint),
+                       "OTEL_PYTHON_MCP_CANCEL_FINGERPRINT_KEY": "replicas-share-this"}
+        vaults = [tmp_path / "first", tmp_path / "second"]
+        for replica, vault in enumerate(vaults):
+            vault.mkdir()
+            command, *args = instrumented_command(vault)
+            async with stdio_client(StdioServerParameters(command=command, args=args, env=environment)) as streams, \
+                    raw_peer_over(*streams) as peer:
+                if replica == 0:
+                    await gated_ghost(peer, vault)  # 100: a ghost of shielded_write g.md
+                else:
+                    await peer.call(1, "tools/call", {"name": "release", "arguments": {}})
+                    await peer.call(103, "tools/call", {"name": "shielded_write", "arguments": {"name": "g.md"}})
+
+        def calls() -> list[dict]:
+            return [span for trace in jaeger.traces(SERVICE) for span in trace["spans"]
+                    if span["operationName"] == "tools/call shielded_write"]
+        await eventually(lambda: len(calls()) == 2)
+        tags = [{tag["key"]: tag["value"] for tag in span["tags"]} for span in calls()]
+        (ghost,) = [tag for tag in tags if "tool.ghost_risk" in tag]
+        (retry,) = [tag for tag in tags if "tool.ghost_risk" not in tag]
+        assert "tool.retried_ghost_risk" not in retry  # the other replica could not link it
+        joined = jaeger.get(documented_replicas_query(ghost["tool.call_fingerprint"]))
+        assert len(joined) == 2 and retry["tool.call_fingerprint"] == ghost["tool.call_fingerprint"]
 
 
 async def test_spans_from_other_instrumentations_get_an_outcome_in_the_pipeline(tmp_path: Path) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from otel_mcp_cancel import ghost_stats, retries
 from otel_mcp_cancel.request_state import LIVE
+from tests.conftest import instrumented
 from tests.raw_peer import is_result, raw_session
 from tests.servers import Gates, annotated_server, listing_lowlevel_server, make_ghost, notes_server
 from tests.support import until
@@ -84,6 +86,37 @@ async def test_a_retry_inside_the_window_is_linked_to_its_ghost(framework, captu
     (counted,) = captured.points("tool.ghost_retries")
     assert dict(counted.attributes) == {"gen_ai.tool.name": "shielded_write", "tool.ghost_risk": "unknown"}
     assert counted.value == 1
+
+
+async def test_replicas_sharing_a_key_fingerprint_a_ghost_and_its_retry_elsewhere_alike(
+    framework, monkeypatch
+) -> None:
+    """Two replicas of a server: the ghost on one, its retry (a new session) on the other, which cannot link
+    it; both spans carry the same fingerprint, a store's join key. Another call's differs; no argument shows."""
+    with instrumented(monkeypatch, OTEL_PYTHON_MCP_CANCEL_FINGERPRINT_KEY="replicas-share-this") as captured:
+        gates = Gates()
+        async with raw_session(notes_server(gates, framework)) as first_replica:
+            await make_ghost(first_replica, gates, 1, "shielded_write", SECRET)
+        async with raw_session(notes_server(gates, framework)) as second_replica:  # its writes released
+            for request_id, path in ((2, SECRET), (3, "other")):
+                params = {"name": "shielded_write", "arguments": {"path": path}}
+                assert is_result(await second_replica.call(request_id, "tools/call", params))
+            await second_replica.call(4, "tools/call", {"name": "echo", "arguments": {"text": SECRET}})
+        ghost, retry, other, echo = [await span_of(captured, request_id) for request_id in (1, 2, 3, 4)]
+    assert ghost.attributes["tool.ghost_risk"] == "unknown" and "tool.retried_ghost_risk" not in retry.attributes
+    fingerprints = [span.attributes["tool.call_fingerprint"] for span in (ghost, retry, other, echo)]
+    assert fingerprints[0] == fingerprints[1] and len(set(fingerprints)) == 3
+    assert all(re.fullmatch(r"[0-9a-f]{32}", value) for value in fingerprints)
+    assert fingerprints[0] == retries.CallFingerprints("replicas-share-this").of("shielded_write", {"path": SECRET})
+    assert retries.CallFingerprints("another-key").of("shielded_write", {"path": SECRET}) != fingerprints[0]
+
+
+async def test_without_a_shared_key_no_call_is_fingerprinted(framework, captured) -> None:
+    gates = Gates()
+    async with raw_session(notes_server(gates, framework)) as peer:
+        await make_ghost(peer, gates, 1, "shielded_write", SECRET)
+        ghost = await span_of(captured, 1)
+    assert "tool.call_fingerprint" not in ghost.attributes
 
 
 class FakeTime:

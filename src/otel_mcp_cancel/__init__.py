@@ -32,6 +32,7 @@ from otel_mcp_cancel.environment_variables import (
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
     OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS,
     OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL,
+    OTEL_PYTHON_MCP_CANCEL_FINGERPRINT_KEY,
     OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
     OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
 )
@@ -79,7 +80,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
             tracer_provider=kwargs.get("tracer_provider"),
         )
         telemetry = {
-            SERVER: ServerTelemetry(tracer, instruments, GhostRetries(_retry_window()), options),
+            SERVER: ServerTelemetry(tracer, instruments, GhostRetries(_retry_window()), options, _fingerprints()),
             CLIENT: ClientTelemetry(tracer, instruments, options),
         }
         self._hook_sets = [make(telemetry[side]) for side, make in hook_makers]
@@ -190,6 +191,13 @@ def _capture_content() -> bool:
 
 def _cancelled_is_error() -> bool:
     return _choice(OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS, ("unset", "error")) == "error"
+
+
+def _fingerprints() -> Any:
+    from otel_mcp_cancel.retries import CallFingerprints
+
+    key = os.environ.get(OTEL_PYTHON_MCP_CANCEL_FINGERPRINT_KEY, "")
+    return CallFingerprints(key) if key else None
 
 
 def _retry_window() -> float:

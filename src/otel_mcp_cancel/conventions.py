@@ -18,6 +18,9 @@ TOOL_OUTCOME = "tool.outcome"
 TOOL_HANDLER_OUTCOME = "tool.handler_outcome"
 TOOL_GHOST_RISK = "tool.ghost_risk"
 TOOL_RETRIED_GHOST_RISK = "tool.retried_ghost_risk"  # on a call that repeats a ghost: that ghost's risk
+# On every tools/call server span (and a ghost's task span), with a key the replicas share: the same tool with
+# the same arguments gives the same value on any replica, so a ghost and its retry elsewhere can be joined.
+TOOL_CALL_FINGERPRINT = "tool.call_fingerprint"
 # Why a call ended unanswered, from the caller's side: `timeout` or `caller` (bounded; CLIENT spans and events).
 TOOL_CANCEL_REASON = "tool.cancel_reason"
 # The reason text a peer's `notifications/cancelled` carried, cut to size: on events only, never an attribute

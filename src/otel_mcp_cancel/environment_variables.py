@@ -14,6 +14,12 @@ OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS = "OTEL_PYTHON_MCP_CANCEL_RETRY_WIND
 """How long after a ghost a call with the same session, tool and arguments counts as its retry.
 Default 300 seconds. Read when `instrument()` runs."""
 
+OTEL_PYTHON_MCP_CANCEL_FINGERPRINT_KEY = "OTEL_PYTHON_MCP_CANCEL_FINGERPRINT_KEY"
+"""Unset (default): nothing. A secret shared by the replicas of a server: every tools/call server span
+(and a ghost's task span) carries `tool.call_fingerprint`, 32 hex characters of an HMAC-SHA256, under this
+key, of the tool's name and its arguments: equal for the same call on any replica that has the key, and
+never the arguments themselves. Read when `instrument()` runs."""
+
 OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL = "OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL"
 """mcp 1.x clients only. `off` (default) or `on`: on a read timeout or a cancelled caller, send
 `notifications/cancelled` as 2.x clients do, so the server stops the work and both ends say cancelled.

@@ -20,6 +20,7 @@ from otel_mcp_cancel.conventions import (
     JSONRPC_REQUEST_ID,
     MCP_METHOD_NAME,
     MCP_TASK_ID,
+    TOOL_CALL_FINGERPRINT,
     TOOL_GHOST_RISK,
     TOOL_HANDLER_OUTCOME,
     TOOL_RETRIED_GHOST_RISK,
@@ -30,7 +31,7 @@ from otel_mcp_cancel.ghosts import LEDGER
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import ghost_risk
 from otel_mcp_cancel.request_state import RequestRecord, metric_fields
-from otel_mcp_cancel.retries import GhostRetries
+from otel_mcp_cancel.retries import CallFingerprints, GhostRetries
 
 logger = logging.getLogger("otel_mcp_cancel")
 
@@ -39,9 +40,17 @@ _RETRY_METRIC_KEYS = frozenset({GEN_AI_TOOL_NAME})
 
 
 class GhostReporter:
-    def __init__(self, instruments: Instruments, retries: GhostRetries) -> None:
+    def __init__(self, instruments: Instruments, retries: GhostRetries,
+                 fingerprints: CallFingerprints | None = None) -> None:
         self._instruments = instruments
         self._retries = retries
+        self._fingerprints = fingerprints  # None: no key was given
+
+    def fingerprint(self, record: RequestRecord, span: Span) -> None:
+        """Put the call's fingerprint on `span` (its own, or its task's), if the replicas share a key."""
+        tool = called_tool(record)
+        if self._fingerprints is not None and tool is not None:
+            span.set_attribute(TOOL_CALL_FINGERPRINT, self._fingerprints.of(tool, tool_arguments(record.params)))
 
     def ghost(self, record: RequestRecord, span: Span, handler_outcome: str, why: str) -> None:
         """A ghost of `record`'s call found after it was concluded (a task's): marked on `span` and reported."""
@@ -58,6 +67,9 @@ class GhostReporter:
         ghost = {TOOL_HANDLER_OUTCOME: handler_outcome, TOOL_GHOST_RISK: risk}
         span.set_attributes(ghost)
         span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
+        if span is not record.span:  # a task's ghost: its span is joined to retries elsewhere too
+            with contained("fingerprinting a call"):
+                self.fingerprint(record, span)
         return risk
 
     def report(

@@ -1,9 +1,11 @@
-"""Which calls retry a ghost: the same session calling the same tool with the same arguments, soon after.
+"""Which calls retry a ghost: the same session calling the same tool with the same arguments, soon after; and,
+across replicas, a fingerprint of each call that lets a store join them.
 
 Arguments are compared by an HMAC-SHA256 under a random key made when the
 process starts and never exported; no argument value is stored. The table
 holds at most CAPACITY ghosts, oldest out, and forgets a ghost once the window
-has passed.
+has passed. The fingerprint is an HMAC-SHA256 under a key the replicas share,
+cut to FINGERPRINT_LENGTH hex characters: exported, and never the arguments.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from opentelemetry.trace import SpanContext
 
 CAPACITY = 10_000
 DEFAULT_WINDOW_SECONDS = 300.0
+FINGERPRINT_LENGTH = 32  # hex characters: 128 bits
 
 _session_numbers: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _next_session_number = itertools.count(1)
@@ -37,6 +40,21 @@ def session_number(session: object) -> int:
         if number is None:
             number = _session_numbers[session] = next(_next_session_number)
         return number
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr).encode()
+
+
+class CallFingerprints:
+    """A call's fingerprint under the key the replicas share: the same tool and arguments, the same value."""
+
+    def __init__(self, key: str) -> None:
+        self._key = key.encode()
+
+    def of(self, tool: str, arguments: Any) -> str:
+        digest = hmac.new(self._key, _canonical([tool, arguments]), hashlib.sha256).hexdigest()
+        return digest[:FINGERPRINT_LENGTH]
 
 
 @dataclass(frozen=True)
@@ -54,8 +72,7 @@ class GhostRetries:
         self._ghosts: OrderedDict[tuple[int, str, bytes], Ghost] = OrderedDict()
 
     def _fingerprint(self, session: object, tool: str, arguments: Any) -> tuple[int, str, bytes]:
-        canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=repr).encode()
-        return session_number(session), tool, hmac.new(self._key, canonical, hashlib.sha256).digest()
+        return session_number(session), tool, hmac.new(self._key, _canonical(arguments), hashlib.sha256).digest()
 
     def remember(self, session: object, tool: str, arguments: Any, span_context: SpanContext, risk: str) -> None:
         key = self._fingerprint(session, tool, arguments)

@@ -29,7 +29,7 @@ from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import AnswerKind, Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
-from otel_mcp_cancel.retries import GhostRetries
+from otel_mcp_cancel.retries import CallFingerprints, GhostRetries
 from otel_mcp_cancel.session_telemetry import SessionTelemetry, note_request
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
@@ -53,9 +53,10 @@ class ServerTelemetry(RequestTelemetry):
         instruments: Instruments,
         retries: GhostRetries,
         options: SpanOptions,
+        fingerprints: CallFingerprints | None = None,
     ) -> None:
         super().__init__(tracer, instruments.server_operation_duration, current_record, options)
-        self.ghosts = GhostReporter(instruments, retries)
+        self.ghosts = GhostReporter(instruments, retries, fingerprints)
         # Frameworks' own registries, for a call whose tool never ran: (low-level server, name) -> its tool or None.
         self.registries: list[Callable[[Any, str], Any]] = []
         self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=self.ghosts)
@@ -130,6 +131,10 @@ class ServerTelemetry(RequestTelemetry):
             self.ghosts.match_retry(record)  # before this ghost is remembered: it retries no other
         except Exception:
             fault("matching a retry")
+        try:
+            self.ghosts.fingerprint(record, record.span)
+        except Exception:
+            fault("fingerprinting a call")
         if record.write_interrupted:
             record.span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
         if verdict.ghost_handler_outcome is not None and risk is not None:
