@@ -30,7 +30,7 @@ class ClientTelemetry(RequestTelemetry):
         self.sessions = SessionTelemetry(instruments.client_session_duration)
         self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=None)
 
-    def waiting_span(self, method: str) -> WaitingSpan | None:
+    def waiting_span(self) -> WaitingSpan | None:
         current = trace.get_current_span()
         return current if isinstance(current, WaitingSpan) else None
 

@@ -156,7 +156,7 @@ class RequestTelemetry:
             start_attributes = request_attributes(method, known, params, target, request_id, network_transport)
             if attributes:
                 start_attributes.update(attributes)
-            holder = self.waiting_span(method)
+            holder = self.waiting_span()
             span = holder.claim(method) if holder is not None else None
             if span is None:
                 holder = None
@@ -177,7 +177,7 @@ class RequestTelemetry:
             fault(f"opening a {self.role} span")
         return None
 
-    def waiting_span(self, method: str) -> WaitingSpan | None:
+    def waiting_span(self) -> WaitingSpan | None:
         """A span opened around this request by another instrumentation, offered to be its span."""
         return None
 
