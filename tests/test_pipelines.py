@@ -162,6 +162,18 @@ def test_one_string_from_the_code_to_every_shipped_file() -> None:
         assert f"`{alert}`" in readme
 
 
+# The traffic of test_the_shipped_promql_on_a_real_prometheus, by tool and outcome.
+CALLS_PER_TOOL = {
+    ("echo", "ok"): 4,
+    ("broken", "failed"): 2,
+    ("_OTHER", "failed"): 2,
+    ("shielded_write", "cancelled"): 1,
+    ("shielded_write", "ok"): 1,
+    ("wait_started", "ok"): 1,
+    ("release", "ok"): 1,
+}
+
+
 async def calls(peer: RawPeer, start: int) -> None:
     """Two ok, two failed: one tool raised, one does not exist."""
     for n, (tool, arguments) in enumerate(
@@ -201,8 +213,9 @@ async def test_the_shipped_promql_on_a_real_prometheus(sink: OtlpSink, tmp_path:
                 await until(lambda: values(prometheus.query(calls_per_tool), "gen_ai_tool_name", "tool_outcome")
                             .get(("echo", "ok")) == 2, seconds=30)
                 await calls(peer, 11)  # the same mix again, so rates have an increase to measure
+                # Every call's point scraped: a server records a call's point after its answer is written.
                 await until(lambda: values(prometheus.query(calls_per_tool), "gen_ai_tool_name", "tool_outcome")
-                            .get(("echo", "ok")) == 4, seconds=30)
+                            == CALLS_PER_TOOL, seconds=30)
                 await check_every_query(prometheus, sink)
     finally:
         prometheus.stop()
@@ -213,15 +226,7 @@ async def check_every_query(prometheus: Prometheus, sink: OtlpSink) -> None:
 
     # Calls by tool and outcome: exactly what the traffic did, and exactly what the spans say.
     (per_tool,) = dashboard["Calls by tool and outcome (since the server started)"]
-    expected = {
-        ("echo", "ok"): 4,
-        ("broken", "failed"): 2,
-        ("_OTHER", "failed"): 2,
-        ("shielded_write", "cancelled"): 1,
-        ("shielded_write", "ok"): 1,
-        ("wait_started", "ok"): 1,
-        ("release", "ok"): 1,
-    }
+    expected = CALLS_PER_TOOL
     assert values(prometheus.query(per_tool), "gen_ai_tool_name", "tool_outcome") == expected
 
     def from_spans() -> Counter:
