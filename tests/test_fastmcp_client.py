@@ -23,6 +23,7 @@ from tests.conftest import SPANS, instrumentation
 from tests.frameworks import FASTMCP_MAJOR, FRAMEWORKS
 from tests.servers import Gates, notes_server
 from tests.subprocess_servers import GATED_SERVER, HttpServer
+from tests.test_fastmcp import exceptions
 
 pytestmark = [
     pytest.mark.anyio,
@@ -36,11 +37,6 @@ FASTMCP = FRAMEWORKS[-1]
 def tool_calls(spans: Any) -> list[Any]:
     calls = [s for s in spans if s.kind is SpanKind.CLIENT and s.attributes.get("mcp.method.name") == "tools/call"]
     return sorted(calls, key=lambda span: span.start_time)
-
-
-def exceptions(span: Any) -> list[tuple[str, str | None]]:
-    return [(event.attributes["exception.type"], event.attributes.get("exception.message"))
-            for event in span.events if event.name == "exception"]
 
 
 def raised_type(error: BaseException) -> str:
