@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import urllib.parse
 import urllib.request
@@ -16,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import yaml
 
 from tests.subprocess_servers import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_COLLECTOR_CONFIG = ROOT / "collector-config" / "otelcol-contrib.yaml"
+AGENT_COLLECTOR_CONFIG = ROOT / "collector-config" / "otelcol-agent.yaml"
 # Where `.ci/build-backends` puts the binaries unless told otherwise.
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
 DEFAULT_BIN = CACHE / "otel-mcp-cancel" / "backends" / "current"
@@ -104,16 +107,47 @@ class Jaeger:
 @dataclass
 class Collector:
     otlp_http_port: int
+    otlp_grpc_port: int
     prometheus_port: int
+    received_file: Path  # every span it received, written before it samples (a file exporter), if asked
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.otlp_http_port}"
 
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.otlp_grpc_port}"
+
     def scrape(self) -> str:
         """The collector's Prometheus exporter, as Prometheus scrapes it."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.prometheus_port}/metrics", timeout=10) as response:
             return response.read().decode()
+
+    def received_traces(self) -> dict[str, set[str]]:
+        """Trace id -> the ids of its spans this collector received (`record_spans=True`)."""
+        traces: dict[str, set[str]] = {}
+        if not self.received_file.exists():
+            return traces
+        for line in self.received_file.read_text().splitlines():
+            for resource in json.loads(line)["resourceSpans"]:
+                for scope in resource["scopeSpans"]:
+                    for span in scope["spans"]:
+                        traces.setdefault(span["traceId"], set()).add(span["spanId"])
+        return traces
+
+
+def configured(source: Path, changes: dict[str, Any], written: Path) -> Path:
+    """`source` as shipped but for `changes`, keyed as the collector's --set keys them ("a::b::c")."""
+    config = yaml.safe_load(source.read_text())
+    for key, value in changes.items():
+        *parents, last = key.split("::")
+        node = config
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[last] = value
+    written.write_text(yaml.safe_dump(config))
+    return written
 
 
 @contextmanager
@@ -147,29 +181,74 @@ def running_jaeger(tmp_path: Path) -> Iterator[Jaeger]:
 
 
 @contextmanager
-def running_collector(tmp_path: Path, jaeger: Jaeger) -> Iterator[Collector]:
-    """The shipped collector config as written, but for its listening addresses and Jaeger's (loopback,
-    ports of its own), tail sampling's decision wait (a test's traces are whole within a second) and how
-    often span metrics are flushed (every minute by default)."""
-    collector = Collector(otlp_http_port=free_port(), prometheus_port=free_port())
-    overrides = {
-        "receivers::otlp::protocols::grpc::endpoint": f"127.0.0.1:{free_port()}",
+def running_collector(tmp_path: Path, jaeger: Jaeger, name: str = "collector", decision_wait: str = "1s",
+                      logs_to: str | None = None, record_spans: bool = False) -> Iterator[Collector]:
+    """The shipped collector config as written, but for its listening addresses, Jaeger's and the logs
+    backend's (`logs_to`, an OTLP/HTTP endpoint), tail sampling's decision wait (a test's traces are whole
+    within a second, unless it loads the machine) and how often span metrics are flushed (every minute by
+    default). `record_spans`: a file exporter beside the sampling, to see every span it received."""
+    collector = Collector(otlp_http_port=free_port(), otlp_grpc_port=free_port(), prometheus_port=free_port(),
+                          received_file=tmp_path / f"{name}-received.jsonl")
+    changes: dict[str, Any] = {
+        "receivers::otlp::protocols::grpc::endpoint": collector.grpc_address,
         "receivers::otlp::protocols::http::endpoint": f"127.0.0.1:{collector.otlp_http_port}",
         "exporters::otlp/jaeger::endpoint": f"127.0.0.1:{jaeger.otlp_port}",
+        "exporters::otlphttp/loki::endpoint": logs_to or "http://127.0.0.1:9",
         "exporters::prometheus::endpoint": f"127.0.0.1:{collector.prometheus_port}",
-        "processors::tail_sampling::decision_wait": "1s",
+        "processors::tail_sampling::decision_wait": decision_wait,
         "connectors::spanmetrics::metrics_flush_interval": "1s",
         "service::telemetry::metrics::level": "none",
     }
-    command = [str(backends_bin() / "otelcol-mcp"), "--config", str(SHIPPED_COLLECTOR_CONFIG)]
-    command += [argument for key, value in overrides.items() for argument in ("--set", f"{key}={value}")]
-    with _running(command, tmp_path / "collector.log", (collector.otlp_http_port, collector.prometheus_port)):
+    if record_spans:
+        shipped = yaml.safe_load(SHIPPED_COLLECTOR_CONFIG.read_text())["service"]["pipelines"]["traces"]
+        changes["exporters::file/received"] = {"path": str(collector.received_file)}
+        changes["service::pipelines::traces::exporters"] = [*shipped["exporters"], "file/received"]
+    config = configured(SHIPPED_COLLECTOR_CONFIG, changes, tmp_path / f"{name}.yaml")
+    command = [str(backends_bin() / "otelcol-mcp"), "--config", str(config)]
+    with _running(command, tmp_path / f"{name}.log",
+                  (collector.otlp_http_port, collector.otlp_grpc_port, collector.prometheus_port)):
         yield collector
+
+
+@dataclass
+class Agent:
+    otlp_http_port: int
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.otlp_http_port}"
+
+
+@contextmanager
+def running_agent(tmp_path: Path, name: str, gateways: list[Collector]) -> Iterator[Agent]:
+    """collector-config/otelcol-agent.yaml as shipped, but for its listening addresses and its gateways'."""
+    agent = Agent(otlp_http_port=free_port())
+    changes = {
+        "receivers::otlp::protocols::grpc::endpoint": f"127.0.0.1:{free_port()}",
+        "receivers::otlp::protocols::http::endpoint": f"127.0.0.1:{agent.otlp_http_port}",
+        "service::telemetry::metrics::level": "none",
+    }
+    for exporter in yaml.safe_load(AGENT_COLLECTOR_CONFIG.read_text())["exporters"]:
+        changes[f"exporters::{exporter}::resolver::static::hostnames"] = [g.grpc_address for g in gateways]
+    config = configured(AGENT_COLLECTOR_CONFIG, changes, tmp_path / f"{name}.yaml")
+    command = [str(backends_bin() / "otelcol-mcp"), "--config", str(config)]
+    with _running(command, tmp_path / f"{name}.log", (agent.otlp_http_port,)):
+        yield agent
 
 
 def validate(config: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(backends_bin() / "otelcol-mcp"), "validate", "--config", str(config)],
                           capture_output=True, text=True, timeout=60)
+
+
+def series(scrape: str, metric: str, **labels: str) -> float:
+    """The sum of a metric's samples in a Prometheus text scrape whose labels include `labels`."""
+    total = 0.0
+    for line in scrape.splitlines():
+        match = re.match(rf"{metric}\{{(.*)\}} (\S+)$", line)
+        if match and all(f'{key}="{value}"' in match.group(1) for key, value in labels.items()):
+            total += float(match.group(2))
+    return total
 
 
 async def eventually(condition: Any, seconds: float = 60) -> None:

@@ -103,6 +103,15 @@ def caller_gone(tool: str) -> str:
 
 
 @server.tool()
+def cancel_read(tool: str) -> str:
+    """A test's probe, to order a race: whether the plugin read a cancel of a call of `tool` still in flight."""
+    from otel_mcp_cancel.request_state import LIVE
+
+    in_flight = list(LIVE._records.values())
+    return "read" if any(record.target == tool and record.cancelled for record in in_flight) else "not yet"
+
+
+@server.tool()
 def release() -> str:
     release_async.set()
     release_thread.set()

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from examples.otlp_sink import OtlpSink, exporter_environment
+from examples.otlp_sink import exporter_environment
 from tests.raw_peer import RawPeer, is_result
 from tests.support import until
 
@@ -48,12 +48,14 @@ def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 30) -> 
 
 
 class HttpServer:
-    def __init__(self, sink: OtlpSink, vault: Path, transport: str, python: str = sys.executable,
+    """The gated server on `transport`, exporting OTLP/HTTP to `endpoint`."""
+
+    def __init__(self, endpoint: str, vault: Path, transport: str, python: str = sys.executable,
                  **environment: str) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
             instrumented_command(vault, transport, str(self.port), python=python),
-            env={**os.environ, **exporter_environment(sink.endpoint), **environment},
+            env={**os.environ, **exporter_environment(endpoint), **environment},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )

@@ -75,7 +75,7 @@ async def langchain_calls(sink: OtlpSink, vault: Path, server_python: str = sys.
                           ) -> AsyncIterator[tuple[Call, Callable[[], Awaitable[Any]]]]:
     from langchain_mcp_adapters.client import MultiServerMCPClient
 
-    server = HttpServer(sink, vault, "streamable-http", python=server_python)
+    server = HttpServer(sink.endpoint, vault, "streamable-http", python=server_python)
     try:
         client = MultiServerMCPClient({"notes": {"transport": "streamable_http",
                                                  "url": f"http://127.0.0.1:{server.port}/mcp"}})

@@ -12,7 +12,7 @@ import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from examples.otlp_sink import exporter_environment
-from tests.backends import SHIPPED_COLLECTOR_CONFIG, eventually, running_collector, running_jaeger, validate
+from tests.backends import SHIPPED_COLLECTOR_CONFIG, eventually, running_collector, running_jaeger, series, validate
 from tests.prometheus_server import Prometheus
 from tests.raw_peer import raw_peer_over
 from tests.subprocess_servers import gated_ghost, ghost_then_retry, instrumented_command
@@ -34,16 +34,6 @@ def documented_jaeger_query() -> str:
     """The API path docs/finding-it.md gives for Jaeger's "unsafe ghosts in the last hour"."""
     (row,) = [line for line in FINDING_IT.read_text().splitlines() if line.startswith("| Jaeger |")]
     return re.search(r"\(API: `([^`]+)`\)", row).group(1)
-
-
-def series(scrape: str, metric: str, **labels: str) -> float:
-    """The sum of a metric's samples in a Prometheus text scrape whose labels include `labels`."""
-    total = 0.0
-    for line in scrape.splitlines():
-        match = re.match(rf"{metric}\{{(.*)\}} (\S+)$", line)
-        if match and all(f'{key}="{value}"' in match.group(1) for key, value in labels.items()):
-            total += float(match.group(2))
-    return total
 
 
 async def test_a_ghost_and_its_retry_through_the_collector_into_jaeger_and_prometheus(tmp_path: Path) -> None:

@@ -258,7 +258,7 @@ async def test_over_stdio_one_span_per_request_and_the_first_ghost_has_its_risk(
 async def test_over_streamable_http_one_span_per_request_and_the_first_ghost_has_its_risk(
     sink: OtlpSink, tmp_path: Path
 ) -> None:
-    server = HttpServer(sink, tmp_path, "streamable-http", GATED_FRAMEWORK="fastmcp")
+    server = HttpServer(sink.endpoint, tmp_path, "streamable-http", GATED_FRAMEWORK="fastmcp")
     try:
         async with http_streams(f"http://127.0.0.1:{server.port}/mcp") as streams:
             async with raw_peer_over(*streams) as peer:

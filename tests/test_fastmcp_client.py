@@ -127,7 +127,7 @@ async def test_fastmcp_imported_before_instrument_still_has_its_transports_trace
         target: Any = StdioTransport(sys.executable, [str(GATED_SERVER), str(tmp_path)],
                                      env={**os.environ, "GATED_FRAMEWORK": "fastmcp"})
     else:
-        server = HttpServer(sink, tmp_path, "streamable-http", GATED_FRAMEWORK="fastmcp")
+        server = HttpServer(sink.endpoint, tmp_path, "streamable-http", GATED_FRAMEWORK="fastmcp")
         target = f"http://127.0.0.1:{server.port}/mcp"
     try:
         async with Client(target) as client:

@@ -6,11 +6,13 @@ import re
 from typing import Any
 
 import pytest
+from opentelemetry.trace import SpanKind
 
 from otel_mcp_cancel import ghost_stats, retries
 from otel_mcp_cancel.request_state import LIVE
 from tests.conftest import instrumented
-from tests.raw_peer import is_result, raw_session
+from tests.raw_peer import is_result, raw_session, served_in_memory
+from tests.sdk_client import sdk_client
 from tests.servers import Gates, annotated_server, listing_lowlevel_server, make_ghost, notes_server
 from tests.support import until
 
@@ -176,11 +178,32 @@ def test_the_retry_table_stays_within_its_bound() -> None:
     class Session:
         pass
 
-    table = retries.GhostRetries(window_seconds=300)
+    table = retries.RecentCalls(window_seconds=300)
     session = Session()
     for n in range(100_000):
-        table.remember(session, "commit", {"path": f"{n}.md"}, span_context=None, risk="unsafe")
+        table.remember(session, "commit", {"path": f"{n}.md"}, span_context=None, label="unsafe")
     assert len(table) == retries.CAPACITY
     assert table.find(session, "commit", {"path": "99999.md"}) is not None
     assert table.find(session, "commit", {"path": "0.md"}) is None  # oldest out
     assert len(LIVE) == 0
+
+
+async def test_a_client_marks_a_call_that_repeats_one_it_gave_up_on(captured) -> None:
+    """A retry that lands on another replica is not linked by that replica's server; the client that gave up on
+    the first call links it, in whichever of its sessions the retry goes."""
+    gates = Gates()
+    server = notes_server(gates)
+    async with sdk_client(served_in_memory(server)) as client:
+        with pytest.raises(TimeoutError):
+            await client.call_tool("slow", {"text": SECRET}, timeout=0.05)  # waits for a release that never came
+    gates.let_go()
+    async with sdk_client(served_in_memory(server)) as client:  # a session of its own, as to another replica
+        await client.call_tool("slow", {"text": "other"})
+        await client.call_tool("slow", {"text": SECRET})
+    given_up, other, retry = [span for span in captured.of_kind(SpanKind.CLIENT) if span.name == "tools/call slow"]
+    assert (given_up.attributes["tool.outcome"], given_up.attributes["tool.cancel_reason"]) == ("cancelled", "timeout")
+    assert "tool.retried_cancel_reason" not in given_up.attributes
+    assert "tool.retried_cancel_reason" not in other.attributes and other.links == ()
+    assert (retry.attributes["tool.outcome"], retry.attributes["tool.retried_cancel_reason"]) == ("ok", "timeout")
+    assert [link.context.span_id for link in retry.links] == [given_up.context.span_id]
+    assert SECRET not in repr([dict(span.attributes) for span in (given_up, other, retry)])

@@ -88,8 +88,9 @@ def test_the_collector_config_names_only_real_components_and_defined_ones() -> N
 
 
 def test_every_kept_trace_is_chosen_before_sampling_and_every_span_measured_before_it() -> None:
-    """Tail sampling keeps each trace with a cancelled call, a ghost, a retry of a ghost, a task or an error,
-    and a kept trace's late spans (a task's); spanmetrics sees every span, sampled or not."""
+    """Tail sampling keeps each trace with a cancelled call, a ghost, a retry of a ghost or of a call its client
+    gave up on, a task or an error, and a kept trace's late spans (a task's); spanmetrics sees every span,
+    sampled or not."""
     config = yaml.safe_load(COLLECTOR.read_text())
     kept = {
         policy["string_attribute"]["key"]: set(policy["string_attribute"]["values"])
@@ -100,6 +101,7 @@ def test_every_kept_trace_is_chosen_before_sampling_and_every_span_measured_befo
         conventions.TOOL_OUTCOME: {conventions.OUTCOME_CANCELLED},
         conventions.TOOL_HANDLER_OUTCOME: {conventions.OUTCOME_OK, conventions.OUTCOME_FAILED},
         conventions.TOOL_RETRIED_GHOST_RISK: set(conventions.GHOST_RISKS),
+        conventions.TOOL_RETRIED_CANCEL_REASON: {conventions.CANCEL_REASON_TIMEOUT, conventions.CANCEL_REASON_CALLER},
         conventions.MCP_TASK_STATUS: {conventions.TASK_WORKING},  # what a task's creating span says
     }
     assert config["processors"]["tail_sampling"]["decision_cache"]["sampled_cache_size"] > 0
@@ -114,7 +116,7 @@ def test_every_kept_trace_is_chosen_before_sampling_and_every_span_measured_befo
 def test_span_metrics_panels_use_only_configured_dimensions() -> None:
     dimensions = {d["name"] for d in yaml.safe_load(COLLECTOR.read_text())["connectors"]["spanmetrics"]["dimensions"]}
     for attribute in (conventions.TOOL_HANDLER_OUTCOME, conventions.TOOL_GHOST_RISK, conventions.TOOL_CANCEL_REASON,
-                      conventions.TOOL_RETRIED_GHOST_RISK):
+                      conventions.TOOL_RETRIED_GHOST_RISK, conventions.TOOL_RETRIED_CANCEL_REASON):
         assert attribute in dimensions
     labels = {prometheus_name(name) for name in dimensions} | {"service_name", "span_kind", "span_name", "status_code"}
     span_queries = [q for qs in dashboard_queries().values() for q in qs if "traces_span_metrics" in q]
@@ -284,7 +286,7 @@ async def test_sessions_by_how_they_ended_on_a_real_prometheus(sink: OtlpSink, t
     prometheus = Prometheus(tmp_path, metrics_port, ALERTS)  # first: it skips where there is none
     try:
         server = HttpServer(
-            sink, tmp_path, "streamable-http",
+            sink.endpoint, tmp_path, "streamable-http",
             OTEL_METRICS_EXPORTER="prometheus",
             OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1",
             OTEL_EXPORTER_PROMETHEUS_PORT=str(metrics_port),

@@ -123,7 +123,7 @@ async def test_a_server_in_its_own_process(transport: str, sink: OtlpSink, tmp_p
         streams = stdio_client(StdioServerParameters(command=command, args=args,
                                                      env=exporter_environment(sink.endpoint)))
     else:
-        server = HttpServer(sink, tmp_path, transport)
+        server = HttpServer(sink.endpoint, tmp_path, transport)
         streams = http_streams(f"http://127.0.0.1:{server.port}/mcp")
     try:
         async with streams as (read, write), raw_peer_over(read, write) as peer:

@@ -119,7 +119,7 @@ def assert_http_sessions(sink: OtlpSink, peer: Any, sessions: int) -> None:
 
 
 async def test_over_streamable_http_every_request_names_its_session_and_its_peer(sink: OtlpSink, tmp_path) -> None:
-    server = HttpServer(sink, tmp_path, "streamable-http")
+    server = HttpServer(sink.endpoint, tmp_path, "streamable-http")
     try:
         for _ in range(2):
             async with http_streams(f"http://127.0.0.1:{server.port}/mcp") as streams:
@@ -151,7 +151,7 @@ async def test_over_streamable_http_every_request_names_its_session_and_its_peer
 async def test_over_sse_a_session_is_its_stream(sink: OtlpSink, tmp_path: Path) -> None:
     from mcp.client.sse import sse_client
 
-    server = HttpServer(sink, tmp_path, "sse")
+    server = HttpServer(sink.endpoint, tmp_path, "sse")
     try:
         async with sse_client(f"http://127.0.0.1:{server.port}/sse") as streams:
             async with raw_peer_over(*streams) as peer:
@@ -186,7 +186,7 @@ async def test_the_client_measures_each_of_its_sessions(captured, sink: OtlpSink
 
 
 async def test_client_spans_name_the_session_the_server_gave(captured, sink: OtlpSink, tmp_path: Path) -> None:
-    server = HttpServer(sink, tmp_path, "streamable-http")
+    server = HttpServer(sink.endpoint, tmp_path, "streamable-http")
     try:
         async with sdk_client(http_streams(f"http://127.0.0.1:{server.port}/mcp")) as client:
             await client.call_tool("echo", {"text": "hi"})

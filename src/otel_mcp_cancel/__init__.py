@@ -65,7 +65,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
         from otel_mcp_cancel.instruments import create_instruments
         from otel_mcp_cancel.liveness import Recording
         from otel_mcp_cancel.request_telemetry import SpanOptions
-        from otel_mcp_cancel.retries import GhostRetries
+        from otel_mcp_cancel.retries import RecentCalls
         from otel_mcp_cancel.server_telemetry import ServerTelemetry
         from otel_mcp_cancel.user_hooks import UserHooks
 
@@ -80,8 +80,8 @@ class McpCancelInstrumentor(BaseInstrumentor):
             tracer_provider=kwargs.get("tracer_provider"),
         )
         telemetry = {
-            SERVER: ServerTelemetry(tracer, instruments, GhostRetries(_retry_window()), options, _fingerprints()),
-            CLIENT: ClientTelemetry(tracer, instruments, options),
+            SERVER: ServerTelemetry(tracer, instruments, RecentCalls(_retry_window()), options, _fingerprints()),
+            CLIENT: ClientTelemetry(tracer, instruments, options, RecentCalls(_retry_window())),
         }
         self._hook_sets = [make(telemetry[side]) for side, make in hook_makers]
         self._applied = wrapping.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])

@@ -6,13 +6,20 @@ from __future__ import annotations
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
-from otel_mcp_cancel.attributes import bounded, message_field
-from otel_mcp_cancel.conventions import CANCEL_REASON_TIMEOUT, OUTCOME_CANCELLED, TOOL_CANCEL_REASON
+from otel_mcp_cancel.attributes import bounded, message_field, tool_arguments
+from otel_mcp_cancel.conventions import (
+    CANCEL_REASON_TIMEOUT,
+    OUTCOME_CANCELLED,
+    TOOL_CANCEL_REASON,
+    TOOL_RETRIED_CANCEL_REASON,
+    TOOLS_CALL,
+)
 from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_client_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions, WaitingSpan
+from otel_mcp_cancel.retries import RecentCalls
 from otel_mcp_cancel.session_telemetry import SessionTelemetry
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
@@ -25,8 +32,9 @@ class ClientTelemetry(RequestTelemetry):
     role = "client"
     names_target_at_start = True  # the tool names a client sends are its own code's choice: never folded
 
-    def __init__(self, tracer: Tracer, instruments: Instruments, options: SpanOptions) -> None:
+    def __init__(self, tracer: Tracer, instruments: Instruments, options: SpanOptions, given_up: RecentCalls) -> None:
         super().__init__(tracer, instruments.client_operation_duration, current_client_record, options)
+        self.given_up = given_up
         self.sessions = SessionTelemetry(instruments.client_session_duration)
         self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=None)
 
@@ -52,7 +60,26 @@ class ClientTelemetry(RequestTelemetry):
         if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
             record.span.set_attribute(TOOL_CANCEL_REASON, record.cancel_reason)
         try:
+            self.match_retry(record, verdict)
+        except Exception:
+            fault("matching a retry")
+        try:
             self.tasks.observe(record, verdict)  # the client's view: what it was told of the task
             self.tasks.waited(record, verdict)
         except Exception:
             fault("following a task")
+
+    def match_retry(self, record: RequestRecord, verdict: Verdict) -> None:
+        """A call that repeats one this client gave up on, in any of its sessions (on another replica, the server
+        cannot tell): its span links to that call's and says why it was given up on, so tail sampling keeps it
+        and the server's span in its trace. Then a call given up on is remembered, for its own retries."""
+        if record.method != TOOLS_CALL or record.target is None:
+            return
+        arguments = tool_arguments(record.params)
+        repeated = self.given_up.find(self, record.target, arguments)
+        if repeated is not None:
+            record.span.add_link(repeated.span_context)
+            record.span.set_attribute(TOOL_RETRIED_CANCEL_REASON, repeated.label)
+        if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
+            self.given_up.remember(self, record.target, arguments, record.span.get_span_context(),
+                                   record.cancel_reason)

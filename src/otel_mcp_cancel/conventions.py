@@ -18,6 +18,8 @@ TOOL_OUTCOME = "tool.outcome"
 TOOL_HANDLER_OUTCOME = "tool.handler_outcome"
 TOOL_GHOST_RISK = "tool.ghost_risk"
 TOOL_RETRIED_GHOST_RISK = "tool.retried_ghost_risk"  # on a call that repeats a ghost: that ghost's risk
+# On a client's call that repeats one it gave up on (same tool and arguments): why it gave up (timeout | caller).
+TOOL_RETRIED_CANCEL_REASON = "tool.retried_cancel_reason"
 # On every tools/call server span (and a ghost's task span), with a key the replicas share: the same tool with
 # the same arguments gives the same value on any replica, so a ghost and its retry elsewhere can be joined.
 TOOL_CALL_FINGERPRINT = "tool.call_fingerprint"
@@ -69,6 +71,7 @@ REQUEST_SPAN_ATTRIBUTES = frozenset(
         TOOL_HANDLER_OUTCOME,
         TOOL_GHOST_RISK,
         TOOL_RETRIED_GHOST_RISK,
+        TOOL_RETRIED_CANCEL_REASON,
         TOOL_CANCEL_REASON,
         MCP_TASK_ID,
         MCP_TASK_STATUS,

@@ -31,7 +31,7 @@ from otel_mcp_cancel.ghosts import LEDGER
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import ghost_risk
 from otel_mcp_cancel.request_state import RequestRecord, metric_fields
-from otel_mcp_cancel.retries import CallFingerprints, GhostRetries
+from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
 
 logger = logging.getLogger("otel_mcp_cancel")
 
@@ -40,7 +40,7 @@ _RETRY_METRIC_KEYS = frozenset({GEN_AI_TOOL_NAME})
 
 
 class GhostReporter:
-    def __init__(self, instruments: Instruments, retries: GhostRetries,
+    def __init__(self, instruments: Instruments, retries: RecentCalls,
                  fingerprints: CallFingerprints | None = None) -> None:
         self._instruments = instruments
         self._retries = retries
@@ -114,10 +114,10 @@ class GhostReporter:
         retried = self._retries.find(record.session, tool, tool_arguments(record.params))
         if retried is not None:
             record.span.add_link(retried.span_context)
-            record.span.set_attribute(TOOL_RETRIED_GHOST_RISK, retried.risk)
-            record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_RETRIED_GHOST_RISK: retried.risk})
+            record.span.set_attribute(TOOL_RETRIED_GHOST_RISK, retried.label)
+            record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_RETRIED_GHOST_RISK: retried.label})
             attributes = _metric_attributes(record, _RETRY_METRIC_KEYS)
-            self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.risk})
+            self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.label})
 
     def _risk(self, record: RequestRecord) -> str:
         annotations = camel_case(record.registered_annotations)

@@ -1,9 +1,10 @@
-"""Which calls retry a ghost: the same session calling the same tool with the same arguments, soon after; and,
-across replicas, a fingerprint of each call that lets a store join them.
+"""Which calls repeat an earlier one: the same tool with the same arguments, soon after, in the same scope (a
+server's session, for a ghost; a client, for a call it gave up on); and, across replicas, a fingerprint of each
+call that lets a store join them.
 
 Arguments are compared by an HMAC-SHA256 under a random key made when the
-process starts and never exported; no argument value is stored. The table
-holds at most CAPACITY ghosts, oldest out, and forgets a ghost once the window
+process starts and never exported; no argument value is stored. A table
+holds at most CAPACITY calls, oldest out, and forgets a call once the window
 has passed. The fingerprint is an HMAC-SHA256 under a key the replicas share,
 cut to FINGERPRINT_LENGTH hex characters: exported, and never the arguments.
 """
@@ -34,7 +35,7 @@ _session_lock = threading.Lock()
 
 
 def session_number(session: object) -> int:
-    """A number for a session object that is never reused while the process lives (ids can be)."""
+    """A number for a session (or other scope) object that is never reused while the process lives (ids can be)."""
     with _session_lock:
         number = _session_numbers.get(session)
         if number is None:
@@ -58,44 +59,44 @@ class CallFingerprints:
 
 
 @dataclass(frozen=True)
-class Ghost:
+class Remembered:
     span_context: SpanContext
-    risk: str
+    label: str  # what it was: a ghost's risk, or why its caller gave up on it
     seen_at: float
 
 
-class GhostRetries:
+class RecentCalls:
     def __init__(self, window_seconds: float) -> None:
         self.window_seconds = window_seconds
         self._key = secrets.token_bytes(32)
         self._lock = threading.Lock()
-        self._ghosts: OrderedDict[tuple[int, str, bytes], Ghost] = OrderedDict()
+        self._calls: OrderedDict[tuple[int, str, bytes], Remembered] = OrderedDict()
 
-    def _fingerprint(self, session: object, tool: str, arguments: Any) -> tuple[int, str, bytes]:
-        return session_number(session), tool, hmac.new(self._key, _canonical(arguments), hashlib.sha256).digest()
+    def _fingerprint(self, scope: object, tool: str, arguments: Any) -> tuple[int, str, bytes]:
+        return session_number(scope), tool, hmac.new(self._key, _canonical(arguments), hashlib.sha256).digest()
 
-    def remember(self, session: object, tool: str, arguments: Any, span_context: SpanContext, risk: str) -> None:
-        key = self._fingerprint(session, tool, arguments)
+    def remember(self, scope: object, tool: str, arguments: Any, span_context: SpanContext, label: str) -> None:
+        key = self._fingerprint(scope, tool, arguments)
         with self._lock:
-            self._ghosts.pop(key, None)
-            self._ghosts[key] = Ghost(span_context, risk, time.monotonic())
-            while len(self._ghosts) > CAPACITY:
-                self._ghosts.popitem(last=False)
+            self._calls.pop(key, None)
+            self._calls[key] = Remembered(span_context, label, time.monotonic())
+            while len(self._calls) > CAPACITY:
+                self._calls.popitem(last=False)
 
-    def find(self, session: object, tool: str, arguments: Any) -> Ghost | None:
-        """The ghost this call retries, if any. Costs nothing while no ghost is remembered."""
-        if not self._ghosts:
+    def find(self, scope: object, tool: str, arguments: Any) -> Remembered | None:
+        """The call this one repeats, if any. Costs nothing while none is remembered."""
+        if not self._calls:
             return None
-        key = self._fingerprint(session, tool, arguments)
+        key = self._fingerprint(scope, tool, arguments)
         with self._lock:
             self._forget_expired()
-            return self._ghosts.get(key)
+            return self._calls.get(key)
 
     def _forget_expired(self) -> None:
         horizon = time.monotonic() - self.window_seconds
-        while self._ghosts and next(iter(self._ghosts.values())).seen_at < horizon:
-            self._ghosts.popitem(last=False)
+        while self._calls and next(iter(self._calls.values())).seen_at < horizon:
+            self._calls.popitem(last=False)
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._ghosts)
+            return len(self._calls)

@@ -29,7 +29,7 @@ from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import AnswerKind, Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
-from otel_mcp_cancel.retries import CallFingerprints, GhostRetries
+from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
 from otel_mcp_cancel.session_telemetry import SessionTelemetry, note_request
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
@@ -51,7 +51,7 @@ class ServerTelemetry(RequestTelemetry):
         self,
         tracer: Tracer,
         instruments: Instruments,
-        retries: GhostRetries,
+        retries: RecentCalls,
         options: SpanOptions,
         fingerprints: CallFingerprints | None = None,
     ) -> None:

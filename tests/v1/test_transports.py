@@ -99,7 +99,7 @@ async def test_stdio_without_the_plugin_the_ghost_kills_the_server(sink: OtlpSin
 
 
 async def test_streamable_http(sink: OtlpSink, tmp_path: Path) -> None:
-    server = HttpServer(sink, tmp_path, "streamable-http")
+    server = HttpServer(sink.endpoint, tmp_path, "streamable-http")
     try:
         async with streamablehttp_client(f"http://127.0.0.1:{server.port}/mcp") as (read, write, _):
             async with raw_peer_over(read, write) as peer:
@@ -112,7 +112,7 @@ async def test_streamable_http(sink: OtlpSink, tmp_path: Path) -> None:
 
 
 async def test_sse(sink: OtlpSink, tmp_path: Path) -> None:
-    server = HttpServer(sink, tmp_path, "sse")
+    server = HttpServer(sink.endpoint, tmp_path, "sse")
     try:
         async with sse_client(f"http://127.0.0.1:{server.port}/sse") as (read, write):
             async with raw_peer_over(read, write) as peer:

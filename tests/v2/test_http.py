@@ -36,7 +36,7 @@ def assert_client_span_joins_the_server_span(captured, sink: OtlpSink, name: str
 
 
 async def test_streamable_http_session(captured, sink: OtlpSink, tmp_path: Path) -> None:
-    server = HttpServer(sink, tmp_path, "streamable-http")
+    server = HttpServer(sink.endpoint, tmp_path, "streamable-http")
     try:
         async with Client(f"http://127.0.0.1:{server.port}/mcp", mode="legacy") as client:
             await client.call_tool("echo", {"text": "hi"})
@@ -61,7 +61,7 @@ async def test_streamable_http_session(captured, sink: OtlpSink, tmp_path: Path)
 
 async def test_single_exchange_http(captured, sink: OtlpSink, tmp_path: Path) -> None:
     """2026-07-28 HTTP: one POST per request; a client cancels by hanging up."""
-    server = HttpServer(sink, tmp_path, "streamable-http")
+    server = HttpServer(sink.endpoint, tmp_path, "streamable-http")
     try:
         async with Client(f"http://127.0.0.1:{server.port}/mcp") as client:
             await client.call_tool("echo", {"text": "hi"})
@@ -83,7 +83,7 @@ async def test_single_exchange_http(captured, sink: OtlpSink, tmp_path: Path) ->
 
 
 async def test_sse(sink: OtlpSink, tmp_path: Path) -> None:
-    server = HttpServer(sink, tmp_path, "sse")
+    server = HttpServer(sink.endpoint, tmp_path, "sse")
     try:
         async with Client(sse_client(f"http://127.0.0.1:{server.port}/sse"), mode="legacy") as client:
             await client.call_tool("echo", {"text": "hi"})
