@@ -13,6 +13,7 @@ import asyncio
 import importlib.metadata
 import importlib.util
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +33,9 @@ except ImportError:  # mcp 1.x
     from mcp.types import CallToolResult, TextContent
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
+from examples.otlp_sink import OtlpSink, exporter_environment  # noqa: E402
 from tests.conftest import Captured  # noqa: E402
+from tests.subprocess_servers import instrumented_script  # noqa: E402
 from tests.support import until  # noqa: E402
 from tests.task_spans import (  # noqa: E402
     GHOST_EVENT,
@@ -46,6 +49,9 @@ from tests.task_spans import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.anyio
+
+SCOPE = "otel_mcp_cancel"
+TASK_SERVER = Path(__file__).resolve().parent / "task_server.py"
 
 # What each engine makes of a tool that raises: fastmcp-tasks a completed task with an isError result
 # (as a direct call answers), FastMCP 2.x a failed one.
@@ -326,3 +332,36 @@ async def test_only_the_leaving_sessions_tasks_gave_up_and_the_server_runs_them_
         assert {key: span.attributes.get(key) for key in ("tool.outcome", "tool.cancel_reason", "mcp.task.status")} == {
             "tool.outcome": "cancelled", "tool.cancel_reason": "caller", "mcp.task.status": None}
     assert outcome_points(captured, "mcp.client.operation.duration")[(("tool.outcome", "cancelled"),)] == 2
+
+
+@pytest.mark.skipif(ON_TASKS_EXTENSION, reason="fastmcp-tasks 4.1.4 answered a task-augmented call over stdio "
+                    "with a plain result here; its tasks are followed in process")
+async def test_a_stdio_server_left_with_a_finished_task_unfetched_exports_its_ghost_before_it_is_stopped(
+    sink: OtlpSink, tmp_path: Path
+) -> None:
+    """Over stdio a caller that leaves closes the server's stdin, and its client terminates the server 2 s later
+    (FastMCP 2.x does not end its session by itself; its result store is in the process, so nobody can fetch
+    the result after that). The task's span, its outcome and its ghost are exported before then, with the
+    SDK's default export delays (5 s for spans, a minute for metrics): the plugin flushes as the caller leaves."""
+    from fastmcp.client.transports import StdioTransport
+
+    command, *args = instrumented_script(TASK_SERVER, str(tmp_path))
+    environment = {**exporter_environment(sink.endpoint), "OTEL_BSP_SCHEDULE_DELAY": "5000",
+                   "OTEL_METRIC_EXPORT_INTERVAL": "60000"}
+    transport = StdioTransport(command=command, args=args, env=environment, keep_alive=False)
+    async with Client(transport) as client:
+        task = await call_tool_task(client, "commit", {"path": "a.md"})
+        # Its server says, unasked, that the task completed (no `tasks/get`: the caller was never told). The
+        # caller leaves once that arrived: later, it would reach a client that stopped reading (a crash in
+        # mcp 1.x's stdio client).
+        completed = asyncio.Event()
+        task.on_status_change(lambda status: completed.set() if status.status == "completed" else None)
+        await completed.wait()
+        assert (tmp_path / "a.md").exists()  # done, and never asked about
+    # The client has closed the server's stdin and waited for it to exit, or terminated it: nothing more comes.
+    (span,) = [span for span in sink.spans if span.scope == SCOPE and span.name == "task commit"]
+    assert {key: span.attributes.get(key) for key in ("mcp.task.id", "tool.outcome", "tool.handler_outcome",
+                                                        "tool.ghost_risk")} == {
+        "mcp.task.id": task.task_id, "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+    (ghosts,) = sink.latest_points("tool.ghost_responses")
+    assert (ghosts.attributes["gen_ai.tool.name"], ghosts.value) == ("commit", 1)

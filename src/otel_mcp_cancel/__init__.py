@@ -61,6 +61,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
             logger.warning("otel_mcp_cancel: mcp is not importable (%s); nothing is instrumented", exc)
             return
         from otel_mcp_cancel.client_telemetry import ClientTelemetry
+        from otel_mcp_cancel.flushing import Flusher
         from otel_mcp_cancel.hooks import wrapping
         from otel_mcp_cancel.instruments import create_instruments
         from otel_mcp_cancel.liveness import Recording
@@ -80,7 +81,8 @@ class McpCancelInstrumentor(BaseInstrumentor):
             tracer_provider=kwargs.get("tracer_provider"),
         )
         telemetry = {
-            SERVER: ServerTelemetry(tracer, instruments, RecentCalls(_retry_window()), options, _fingerprints()),
+            SERVER: ServerTelemetry(tracer, instruments, RecentCalls(_retry_window()), options, _fingerprints(),
+                                    Flusher(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))),
             CLIENT: ClientTelemetry(tracer, instruments, options, RecentCalls(_retry_window())),
         }
         self._hook_sets = [make(telemetry[side]) for side, make in hook_makers]

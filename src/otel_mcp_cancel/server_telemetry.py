@@ -24,13 +24,14 @@ from otel_mcp_cancel.conventions import (
     TOOL_CANCELLED_REQUEST_ID,
 )
 from otel_mcp_cancel.faults import contained, fault
+from otel_mcp_cancel.flushing import Flusher
 from otel_mcp_cancel.ghost_reporting import GhostReporter, called_tool
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import AnswerKind, Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
-from otel_mcp_cancel.session_telemetry import SessionTelemetry, note_request
+from otel_mcp_cancel.session_telemetry import SessionRecord, SessionTelemetry, note_request
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
 
@@ -54,13 +55,30 @@ class ServerTelemetry(RequestTelemetry):
         retries: RecentCalls,
         options: SpanOptions,
         fingerprints: CallFingerprints | None = None,
+        flusher: Flusher | None = None,
     ) -> None:
         super().__init__(tracer, instruments.server_operation_duration, current_record, options)
         self.ghosts = GhostReporter(instruments, retries, fingerprints)
         # Frameworks' own registries, for a call whose tool never ran: (low-level server, name) -> its tool or None.
         self.registries: list[Callable[[Any, str], Any]] = []
-        self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=self.ghosts)
+        self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=self.ghosts,
+                                   after_session=self._flush_if_stdio)
         self.sessions = SessionTelemetry(instruments.server_session_duration, on_close=self.tasks.session_ended)
+        self.flusher = flusher or Flusher()
+
+    def hung_up(self, session: SessionRecord | None) -> None:
+        """A session's caller hung up (its incoming stream ended), while the session may serve on (the SDK's
+        task group waits for task work; FastMCP 2.14 keeps serving): for its tasks, it has ended. Over stdio,
+        that caller was the process's only one, every task's result is out of reach, and the process will be
+        stopped 2 s later: its telemetry is flushed now, and again as its tasks end."""
+        if session is None:
+            return
+        self.tasks.session_ended(session, every_task=session.over_stdio)
+        self._flush_if_stdio(session)
+
+    def _flush_if_stdio(self, session: SessionRecord | None) -> None:
+        if session is not None and session.over_stdio:
+            self.flusher.flush_soon()
 
     def parent(self, params: Any) -> Context | None:
         return parent_context(params)

@@ -42,6 +42,7 @@ class SessionRecord:
     started: float = field(default_factory=time.perf_counter)
     protocol_version: str | None = None
     over_http: bool = False  # it runs over HTTP (a server learns it from its requests)
+    over_stdio: bool = False  # a server's, over its process's stdin and stdout: its caller's end is the process's
     server: dict[str, Any] = field(default_factory=dict)  # a client's: the server's address and port
 
 
@@ -148,12 +149,13 @@ class SessionTelemetry:
                 self._on_close(record)
 
     @contextmanager
-    def session(self, read_stream: Any) -> Iterator[None]:
+    def session(self, read_stream: Any, over_stdio: bool = False) -> Iterator[None]:
         """Around a session's serving loop, reading from `read_stream`."""
         record = self.open()
         if record is None:
             yield
             return
+        record.over_stdio = over_stdio
         self._by_stream[id(read_stream)] = record
         error: BaseException | None = None
         try:

@@ -117,8 +117,10 @@ class TaskTelemetry:
         record_duration: Callable[[float, dict[str, Any]], None],
         cancelled_is_error: bool,
         ghosts: GhostReporter | None,
+        after_session: Callable[[Any], None] | None = None,
     ) -> None:
         self._tracer = tracer
+        self._after_session = after_session  # told of each task span that ends after its session did
         self._record_duration = record_duration  # a point of the side's own operation-duration histogram
         self._ghosts = ghosts  # the server reports ghosts; a client sees none
         self._cancelled_is_error = cancelled_is_error
@@ -339,14 +341,16 @@ class TaskTelemetry:
             attributes = metric_attributes(*metric_fields(creation), tuple(outcome.items()))
             self._record_duration(task.took, attributes)
 
-    def session_ended(self, session: object) -> None:
-        """A server session ended: the results its tasks had not delivered are out of its caller's reach, and a
-        completed task followed from the wire whose result nobody fetched is settled as completed."""
+    def session_ended(self, session: object, *, every_task: bool = False) -> None:
+        """A server session ended, or its caller hung up: the results its tasks had not delivered are out of its
+        caller's reach where the engine serves a task only to its own session (`every_task`: whatever the
+        engine, as when the process's only caller is gone), and a completed task followed from the wire whose
+        result nobody fetched is settled as completed."""
         with self._lock:
             ended = [task for task in self._tasks.values() if task.creation.in_session is session]
         for task in ended:
             self._settle_pending(task)
-        for task in [task for task in ended if task.bound_to_session]:
+        for task in [task for task in ended if task.bound_to_session or every_task]:
             task.session_over = True
             self._maybe_end(task)
 
@@ -396,3 +400,5 @@ class TaskTelemetry:
         if ghost is not None and self._ghosts is not None:
             self._ghosts.ghost(task.creation, task.span, ghost, why)
         task.span.end()
+        if task.session_over and self._after_session is not None:
+            self._after_session(task.creation.in_session)

@@ -234,7 +234,8 @@ class FrameworkHooks(HookSet):
         stateless = args[4] if len(args) > 4 else kwargs.get("stateless", False)
         if not self.active or stateless:
             return await wrapped(*args, **kwargs)
-        with self._telemetry.sessions.session(arg(args, kwargs, 0, "read_stream")):
+        over_stdio = stdio_transport.get() is not None
+        with self._telemetry.sessions.session(arg(args, kwargs, 0, "read_stream"), over_stdio):
             return await wrapped(*args, **kwargs)
 
     def stdio_server(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

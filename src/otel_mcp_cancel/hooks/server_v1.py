@@ -207,6 +207,7 @@ class ServerHooksV1(FrameworkHooks):
         if self.active:
             with contained("noting callers gone"):
                 LIVE.callers_gone(instance)
+                self._telemetry.hung_up(self._telemetry.sessions.of(instance._read_stream))
         return ended
 
     async def _cancel(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

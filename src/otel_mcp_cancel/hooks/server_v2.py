@@ -39,6 +39,7 @@ from otel_mcp_cancel.hooks.observations import (
     network_transport,
     note_result,
     observed,
+    stdio_transport,
 )
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
@@ -136,6 +137,7 @@ class ServerHooksV2(FrameworkHooks):
         if self.active:
             with contained("noting callers gone"):
                 LIVE.callers_gone(instance)
+                self._telemetry.hung_up(self._telemetry.sessions.of(instance._read_stream))
         return wrapped(*args, **kwargs)
 
     def _answering(self, args: Any, kwargs: Any) -> RequestRecord | None:
@@ -259,7 +261,7 @@ class ServerHooksV2(FrameworkHooks):
     async def _serving_session(self, read_stream: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
         if not self.active or read_stream is None:
             return await wrapped(*args, **kwargs)
-        with self._telemetry.sessions.session(read_stream):
+        with self._telemetry.sessions.session(read_stream, stdio_transport.get() is not None):
             return await wrapped(*args, **kwargs)
 
     async def _sdk_middleware(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
