@@ -10,13 +10,18 @@ sets; the test waits for the task span to end, never for a guessed time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import importlib.util
+import json
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from tests.frameworks import FASTMCP_MAJOR, FASTMCP_VERSION
 
@@ -339,29 +344,57 @@ async def test_only_the_leaving_sessions_tasks_gave_up_and_the_server_runs_them_
 async def test_a_stdio_server_left_with_a_finished_task_unfetched_exports_its_ghost_before_it_is_stopped(
     sink: OtlpSink, tmp_path: Path
 ) -> None:
-    """Over stdio a caller that leaves closes the server's stdin, and its client terminates the server 2 s later
-    (FastMCP 2.x does not end its session by itself; its result store is in the process, so nobody can fetch
-    the result after that). The task's span, its outcome and its ghost are exported before then, with the
-    SDK's default export delays (5 s for spans, a minute for metrics): the plugin flushes as the caller leaves."""
-    from fastmcp.client.transports import StdioTransport
-
-    command, *args = instrumented_script(TASK_SERVER, str(tmp_path))
+    """A caller over stdio leaves as the SDK's stdio client does: it closes the server's stdin, gives it 2 s to
+    exit, then terminates it (FastMCP 2.x does not end its session by itself; its result store is in the
+    process, so nobody can fetch the result after that). The task's span, its outcome and its ghost are
+    exported before then, with the SDK's default export delays (5 s for spans, a minute for metrics): the
+    plugin flushes as the caller leaves. The caller is a raw peer on the process's pipes, reading every
+    line the server writes until it is stopped (the SDK's client stops reading first, and crashes on a
+    notification written after that)."""
     environment = {**exporter_environment(sink.endpoint), "OTEL_BSP_SCHEDULE_DELAY": "5000",
                    "OTEL_METRIC_EXPORT_INTERVAL": "60000"}
-    transport = StdioTransport(command=command, args=args, env=environment, keep_alive=False)
-    async with Client(transport) as client:
-        task = await call_tool_task(client, "commit", {"path": "a.md"})
-        # Its server says, unasked, that the task completed (no `tasks/get`: the caller was never told). The
-        # caller leaves once that arrived: later, it would reach a client that stopped reading (a crash in
-        # mcp 1.x's stdio client).
-        completed = asyncio.Event()
-        task.on_status_change(lambda status: completed.set() if status.status == "completed" else None)
-        await completed.wait()
-        assert (tmp_path / "a.md").exists()  # done, and never asked about
-    # The client has closed the server's stdin and waited for it to exit, or terminated it: nothing more comes.
+    process = await anyio.open_process(instrumented_script(TASK_SERVER, str(tmp_path)), env=environment,
+                                       stderr=subprocess.DEVNULL)
+    received: dict[Any, dict[str, Any]] = {}
+    statuses: dict[str, str] = {}
+
+    async def read_lines() -> None:
+        lines = BufferedByteReceiveStream(process.stdout)
+        with contextlib.suppress(anyio.EndOfStream, anyio.IncompleteRead):
+            while True:
+                message = json.loads(await lines.receive_until(b"\n", 1 << 20))
+                if "id" in message:
+                    received[message["id"]] = message
+                elif message.get("method") == "notifications/tasks/status":
+                    statuses[message["params"]["taskId"]] = message["params"]["status"]
+
+    async def send(message: dict[str, Any]) -> None:
+        await process.stdin.send(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+    async with process, anyio.create_task_group() as reading:
+        reading.start_soon(read_lines)
+        with anyio.fail_after(30):
+            await send({"id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {"experimental": {"tasks": {}}},
+                "clientInfo": {"name": "raw", "version": "0"}}})
+            await until(lambda: 1 in received, seconds=30)
+            await send({"method": "notifications/initialized"})
+            await send({"id": 2, "method": "tools/call", "params": {
+                "name": "commit", "arguments": {"path": "a.md"}, "task": {"ttl": 60_000}}})
+            await until(lambda: 2 in received, seconds=30)
+            task_id = received[2]["result"]["_meta"]["modelcontextprotocol.io/task"]["taskId"]
+            # Its server says, unasked, that the task completed: its caller was never told (no `tasks/get`).
+            await until(lambda: statuses.get(task_id) == "completed", seconds=30)
+        assert (tmp_path / "a.md").exists()
+        await process.stdin.aclose()
+        with anyio.move_on_after(2):  # the SDK's PROCESS_TERMINATION_TIMEOUT
+            await process.wait()
+        if process.returncode is None:
+            process.terminate()
+        await process.wait()
     (span,) = [span for span in sink.spans if span.scope == SCOPE and span.name == "task commit"]
     assert {key: span.attributes.get(key) for key in ("mcp.task.id", "tool.outcome", "tool.handler_outcome",
                                                         "tool.ghost_risk")} == {
-        "mcp.task.id": task.task_id, "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+        "mcp.task.id": task_id, "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
     (ghosts,) = sink.latest_points("tool.ghost_responses")
     assert (ghosts.attributes["gen_ai.tool.name"], ghosts.value) == ("commit", 1)
