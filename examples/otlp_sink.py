@@ -59,6 +59,7 @@ class ReceivedSpan:
     timed_events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     links: list[str] = field(default_factory=list)  # span ids this span links to
     resource: dict[str, Any] = field(default_factory=dict)
+    status_description: str = ""
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ class OtlpSink:
                 timed_events=[(e.name, e.time_unix_nano, _attributes(e.attributes)) for e in span.events],
                 links=[link.span_id.hex() for link in span.links],
                 resource=_attributes(resource_spans.resource.attributes),
+                status_description=span.status.message,
             )
             for resource_spans in request.resource_spans
             for scope_spans in resource_spans.scope_spans

@@ -48,23 +48,25 @@ def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 30) -> 
 
 
 class HttpServer:
-    """The gated server on `transport`, exporting OTLP/HTTP to `endpoint`."""
+    """The gated server (or another `script` taking the same arguments) on `transport`, exporting OTLP/HTTP
+    to `endpoint`."""
 
     def __init__(self, endpoint: str, vault: Path, transport: str, python: str = sys.executable,
-                 **environment: str) -> None:
+                 script: Path = GATED_SERVER, **environment: str) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
-            instrumented_command(vault, transport, str(self.port), python=python),
+            instrumented_script(script, str(vault), transport, str(self.port), python=python),
             env={**os.environ, **exporter_environment(endpoint), **environment},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
         wait_for_port(self.port, self.process)
 
-    def stop(self) -> None:
+    def stop(self, signum: int = signal.SIGINT) -> None:
         """SIGINT: uvicorn shuts down, then re-raises the signal; as KeyboardInterrupt that still runs
-        the SDK's exit hooks and flushes spans. A re-raised SIGTERM would kill the process unflushed."""
-        self.process.send_signal(signal.SIGINT)
+        the SDK's exit hooks and flushes spans. A re-raised SIGTERM would kill the process unflushed,
+        unless the server handles it (tests/task_server.py does)."""
+        self.process.send_signal(signum)
         try:
             self.process.wait(30)
         except subprocess.TimeoutExpired:

@@ -14,6 +14,8 @@ import contextlib
 import importlib.metadata
 import importlib.util
 import json
+import os
+import signal
 import subprocess
 import uuid
 from pathlib import Path
@@ -32,6 +34,9 @@ if not (ON_TASKS_EXTENSION or ON_FASTMCP_2):
 
 from fastmcp import Client, FastMCP  # noqa: E402
 
+if ON_TASKS_EXTENSION:
+    import fastmcp_tasks  # noqa: F401  (its import registers the client's half: a Client made after it asks for tasks)
+
 try:
     from mcp_types import CallToolResult, TextContent
 except ImportError:  # mcp 1.x
@@ -40,7 +45,7 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from examples.otlp_sink import OtlpSink, exporter_environment  # noqa: E402
 from tests.conftest import Captured  # noqa: E402
-from tests.subprocess_servers import instrumented_script  # noqa: E402
+from tests.subprocess_servers import HttpServer, instrumented_script  # noqa: E402
 from tests.support import until  # noqa: E402
 from tests.task_spans import (  # noqa: E402
     GHOST_EVENT,
@@ -339,8 +344,8 @@ async def test_only_the_leaving_sessions_tasks_gave_up_and_the_server_runs_them_
     assert outcome_points(captured, "mcp.client.operation.duration")[(("tool.outcome", "cancelled"),)] == 2
 
 
-@pytest.mark.skipif(ON_TASKS_EXTENSION, reason="fastmcp-tasks 4.1.4 answered a task-augmented call over stdio "
-                    "with a plain result here; its tasks are followed in process")
+@pytest.mark.skipif(ON_TASKS_EXTENSION, reason="fastmcp-tasks serves tasks on the 2026-07-28 protocol only: "
+                    "the next test is its own")
 async def test_a_stdio_server_left_with_a_finished_task_unfetched_exports_its_ghost_before_it_is_stopped(
     sink: OtlpSink, tmp_path: Path
 ) -> None:
@@ -398,3 +403,105 @@ async def test_a_stdio_server_left_with_a_finished_task_unfetched_exports_its_gh
         "mcp.task.id": task_id, "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
     (ghosts,) = sink.latest_points("tool.ghost_responses")
     assert (ghosts.attributes["gen_ai.tool.name"], ghosts.value) == ("commit", 1)
+
+
+@pytest.mark.skipif(not ON_TASKS_EXTENSION, reason="the previous test is FastMCP 2.x's own")
+async def test_a_stdio_server_on_fastmcp_tasks_left_with_a_finished_task_unfetched_exports_its_ghost(
+    sink: OtlpSink, tmp_path: Path
+) -> None:
+    """As the previous test, on fastmcp-tasks, whose tasks outlive their session and keep their result for their
+    ttl: over stdio the caller that leaves was the process's only one. Its caller is FastMCP's client over the
+    SDK's stdio client (on the 2026-07-28 protocol no status is sent unasked: it never learns the task ended),
+    which closes the server's stdin, gives it 2 s, then terminates it."""
+    from fastmcp.client.transports import StdioTransport
+
+    environment = {**os.environ, **exporter_environment(sink.endpoint), "OTEL_BSP_SCHEDULE_DELAY": "5000",
+                   "OTEL_METRIC_EXPORT_INTERVAL": "60000"}
+    command = instrumented_script(TASK_SERVER, str(tmp_path))
+    transport = StdioTransport(command[0], command[1:], env=environment, keep_alive=False)
+    async with Client(transport) as client:
+        task = await call_tool_task(client, "commit", {"path": "a.md"})
+        await until(lambda: (tmp_path / "a.md").exists(), seconds=30)
+    await until(lambda: [span for span in sink.spans if span.name == "task commit"] != [], seconds=10)
+    (span,) = [span for span in sink.spans if span.name == "task commit"]
+    assert {key: span.attributes.get(key) for key in ("mcp.task.id", "tool.outcome", "tool.handler_outcome",
+                                                        "tool.ghost_risk")} == {
+        "mcp.task.id": task.task_id, "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+    await until(lambda: sink.latest_points("tool.ghost_responses") != [], seconds=10)
+    (ghosts,) = sink.latest_points("tool.ghost_responses")
+    assert (ghosts.attributes["gen_ai.tool.name"], ghosts.value) == ("commit", 1)
+
+
+async def stop_with_a_finished_task_unfetched(sink: OtlpSink, tmp_path: Path, **environment: str) -> tuple[Any, Any]:
+    """The task server over HTTP, exporting to `sink` with the SDK's default span export delay; a caller
+    creates a `commit` task and leaves once the server settled it (its outcome point), never told; then the
+    server is stopped as a supervisor stops it for a restart (SIGTERM: uvicorn's graceful shutdown, then
+    the interpreter's exit). Returns the task's handle and its exported span."""
+    environment = {**exporter_environment(sink.endpoint), "OTEL_BSP_SCHEDULE_DELAY": "5000",
+                   "OTEL_METRIC_EXPORT_INTERVAL": "100", "OTEL_LOGS_EXPORTER": "otlp_proto_http",
+                   "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true", **environment}
+    server = HttpServer(sink.endpoint, tmp_path, "http", script=TASK_SERVER, **environment)
+    try:
+        async with Client(f"http://127.0.0.1:{server.port}/mcp") as client:
+            task = await call_tool_task(client, "commit", {"path": "a.md"})
+            await until(lambda: [point for point in sink.latest_points("mcp.server.operation.duration")
+                                 if point.attributes.get("tool.outcome") == "ok"] != [], seconds=30)
+    finally:
+        server.stop(signal.SIGTERM)
+    assert server.process.returncode == 128 + signal.SIGTERM and (tmp_path / "a.md").exists()
+    (span,) = [span for span in sink.spans if span.name == "task commit"]
+    assert {key: span.attributes.get(key) for key in ("mcp.task.id", "tool.outcome", "mcp.task.status")} == {
+        "mcp.task.id": task.task_id, "tool.outcome": "ok", "mcp.task.status": "completed"}
+    return task, span
+
+
+async def test_a_server_stopped_with_a_finished_task_unfetched_exports_its_span_and_ghost(
+    sink: OtlpSink, tmp_path: Path
+) -> None:
+    """Its result store was in the process: nobody will fetch the result, a ghost, exported as the process
+    exits. FastMCP 2.x's tasks belong to their session: the caller's leaving already made the ghost."""
+    task, span = await stop_with_a_finished_task_unfetched(sink, tmp_path)
+    assert {key: span.attributes.get(key) for key in ("tool.handler_outcome", "tool.ghost_risk")} == {
+        "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+    assert [name for name, _ in span.events][-1] == GHOST_EVENT
+    (ghosts,) = sink.latest_points("tool.ghost_responses")
+    assert (ghosts.attributes["gen_ai.tool.name"], ghosts.value) == ("commit", 1)
+    (warning,) = [log for log in sink.logs if log.severity_text == "WARN" and task.task_id in str(log.body)]
+    why = "session ended" if ON_FASTMCP_2 else "process ended"
+    assert why in str(warning.body) and warning.span_id == span.span_id
+
+
+@pytest.mark.skipif(not ON_TASKS_EXTENSION, reason="FastMCP 2.x's tasks belong to their session")
+async def test_a_server_stopped_with_its_tasks_kept_in_redis_reports_no_ghost(sink: OtlpSink, tmp_path: Path) -> None:
+    """Docket on Redis keeps the result past the process (another replica, or this one restarted, serves it
+    to a caller who asks within its ttl): the span is exported with its outcome as the process exits, and
+    no ghost is guessed."""
+    from tests.redis_server import running_redis
+
+    with running_redis(tmp_path) as url:
+        _, span = await stop_with_a_finished_task_unfetched(sink, tmp_path, TASK_SERVER_DOCKET_URL=url)
+    assert "tool.handler_outcome" not in span.attributes and GHOST_EVENT not in [name for name, _ in span.events]
+    assert sink.latest_points("tool.ghost_responses") == []
+    assert [log for log in sink.logs if log.severity_text == "WARN"] == []
+
+
+async def test_a_task_still_working_as_the_process_exits_is_failed_by_the_exit(captured, plugin_log) -> None:
+    """The exit hook the instrumentor registers (run here as the interpreter would run it): the task's span
+    ends failed, stopped by the process's end, with no ghost; the work's later end changes nothing."""
+    from otel_mcp_cancel import McpCancelInstrumentor
+
+    app = TaskServer()
+    async with Client(app.server) as client:
+        await call_tool_task(client, "commit", {"path": "a.md"})
+        await app.started.wait()
+        McpCancelInstrumentor()._at_exit()
+        span = await task_ended(captured, "commit")
+        app.release.set()
+        await until(lambda: app.side_effects == ["a.md"])
+    assert {key: span.attributes.get(key) for key in ("tool.outcome", "error.type", "mcp.task.status",
+                                                        "tool.handler_outcome")} == {
+        "tool.outcome": "failed", "error.type": "_OTHER", "mcp.task.status": None, "tool.handler_outcome": None}
+    assert (span.status.status_code, span.status.description) == (
+        StatusCode.ERROR, "the server's process ended while the task was working")
+    assert outcome_points(captured)[(("tool.outcome", "failed"), ("error.type", "_OTHER"))] == 1
+    assert captured.points("tool.ghost_responses") == [] and plugin_log() == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import subprocess
 import sys
@@ -101,6 +102,21 @@ async def test_uninstrument_restores_every_hook() -> None:
     if MCP_MAJOR == 2:
         # Without us the SDK's own middleware traces each request once.
         assert sorted(s.name for s in request_spans(SDK_SCOPE)) == ["tools/call broken", "tools/call echo"]
+
+
+def test_one_exit_hook_while_instrumented_and_none_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook that ends the tasks a process holds as it exits: registered once, whatever instrument()
+    is called again, and unregistered by uninstrument() (the registry itself is the interpreter's)."""
+    calls: list[tuple[str, object]] = []
+    for name in ("register", "unregister"):
+        real = getattr(atexit, name)
+        monkeypatch.setattr(atexit, name, lambda hook, real=real, name=name: (calls.append((name, hook)), real(hook)))
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
+    instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
+    hook = instrumentor._at_exit
+    instrumentor.uninstrument()
+    assert hook is not None and calls == [("register", hook), ("unregister", hook)]
 
 
 @pytest.mark.anyio

@@ -14,6 +14,7 @@ or, with no code change, `opentelemetry-instrument python server.py` (entry poin
 
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
 import importlib.util
 import logging
@@ -50,6 +51,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
 
     _hook_sets: list[Any] = []
     _applied: list[Any] = []
+    _at_exit: Callable[[], None] | None = None
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -87,6 +89,9 @@ class McpCancelInstrumentor(BaseInstrumentor):
         }
         self._hook_sets = [make(telemetry[side]) for side, make in hook_makers]
         self._applied = wrapping.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])
+        # Registered after the providers were made (and their own exit hooks, which export, registered): runs first.
+        self._at_exit = telemetry[SERVER].process_ending
+        atexit.register(self._at_exit)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from otel_mcp_cancel.hooks import wrapping
@@ -94,7 +99,9 @@ class McpCancelInstrumentor(BaseInstrumentor):
         for hook_set in self._hook_sets:
             hook_set.stop()
         wrapping.remove(self._applied)
-        self._hook_sets, self._applied = [], []
+        if self._at_exit is not None:
+            atexit.unregister(self._at_exit)
+        self._hook_sets, self._applied, self._at_exit = [], [], None
 
 
 SERVER, CLIENT = "server", "client"

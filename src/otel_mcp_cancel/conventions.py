@@ -123,6 +123,7 @@ TOOL_ERROR_DESCRIPTION = "the tool's result has isError: true"
 UNANSWERED_DESCRIPTION = "the request ended unanswered, and not by a cancel"
 TASK_FAILED_DESCRIPTION = "the task's status is failed"
 TASK_UNSETTLED_DESCRIPTION = "the task's work ended without a terminal status"
+PROCESS_ENDED_DESCRIPTION = "the server's process ended while the task was working"
 CONNECTION_LOST_DESCRIPTION = "the connection closed before the task's outcome reached its caller"
 
 # Values of error.type that are not a JSON-RPC code.

@@ -29,6 +29,7 @@ from otel_mcp_cancel.conventions import (
     OUTCOME_CANCELLED,
     OUTCOME_FAILED,
     OUTCOME_OK,
+    PROCESS_ENDED_DESCRIPTION,
     PROMPTS_GET,
     TASK_CANCELLED,
     TASK_COMPLETED,
@@ -188,6 +189,7 @@ def classify_task(
     is_tool_error: bool,
     *,
     gave_up: str | None = None,
+    process_ended: bool = False,
     cancelled_is_error: bool = False,
 ) -> Verdict:
     """Decide a task-augmented tools/call's outcome from the terminal status its task reached.
@@ -200,6 +202,8 @@ def classify_task(
       its own code leaving, or its own timeout on its last wait, gave up (cancelled, as for a request it
       stopped waiting for; `timeout` is then its error.type); a connection that closed under it did not,
       and that is the failure it saw.
+    - A server whose process ends (`process_ended`) while the task's work runs in it stopped that work: a
+      failure, named by its description.
     - No terminal status otherwise (its work was interrupted, or its session ended first) is a
       failure we cannot name, as for a request that ended unanswered.
     """
@@ -219,7 +223,8 @@ def classify_task(
     if gave_up is not None:
         return Verdict(OUTCOME_CANCELLED, error_type=ERROR_TYPE_TIMEOUT if gave_up == CANCEL_REASON_TIMEOUT else None,
                        span_error=cancelled_is_error)
-    return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=TASK_UNSETTLED_DESCRIPTION)
+    description = PROCESS_ENDED_DESCRIPTION if process_ended else TASK_UNSETTLED_DESCRIPTION
+    return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=description)
 
 
 def undelivered_ghost(status: str | None, work: HandlerEnd | None, outcome_seen: bool) -> str | None:

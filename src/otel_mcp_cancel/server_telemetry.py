@@ -76,6 +76,11 @@ class ServerTelemetry(RequestTelemetry):
         self.tasks.session_ended(session, every_task=session.over_stdio)
         self._flush_if_stdio(session)
 
+    def process_ending(self) -> None:
+        """The interpreter is exiting: what waits for a caller or for work in this process ends now."""
+        with contained("ending tasks as the process exits"):
+            self.tasks.process_ending()
+
     def _flush_if_stdio(self, session: SessionRecord | None) -> None:
         if session is not None and session.over_stdio:
             self.flusher.flush_soon()

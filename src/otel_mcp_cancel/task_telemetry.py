@@ -82,6 +82,7 @@ class TaskRecord:
     span: Span
     work_watched: bool  # an engine's hook reports how the work ends
     bound_to_session: bool  # the engine serves its result only to the session that created it
+    kept_elsewhere: bool = False  # its work and result are held by a store that outlives this process
     work: HandlerEnd | None = None
     status: str | None = None  # the terminal status, once reached
     last_status: str | None = None  # the last status an event reported
@@ -94,6 +95,7 @@ class TaskRecord:
     last_wait: str | None = None  # how the client's last request about the task ended unanswered, if it did
     session_over: bool = False  # the creating session ended: a result it did not fetch is out of reach
     expired: bool = False  # its result's time to live ran out before its caller was told
+    process_ended: bool = False  # the server's process is exiting: nothing in it waits any longer
     ghosted: bool = False  # a late cancel already counted its work as a ghost
     announced: bool = False  # its creating answer was written: an engine may begin (and finish) it before
     ttl: float | None = None  # seconds its result is kept, from its creating answer
@@ -131,7 +133,13 @@ class TaskTelemetry:
         self._expiring_order = itertools.count()
 
     def begin(
-        self, creation: RequestRecord, task_id: str, *, work_watched: bool, bound_to_session: bool = False
+        self,
+        creation: RequestRecord,
+        task_id: str,
+        *,
+        work_watched: bool,
+        bound_to_session: bool = False,
+        kept_elsewhere: bool = False,
     ) -> TaskRecord:
         """The task `creation` created: start its span (once), a child of the creating span."""
         with self._lock:
@@ -148,7 +156,7 @@ class TaskTelemetry:
             kind=SpanKind.INTERNAL,
             attributes=attributes,
         )
-        task = TaskRecord(task_id, creation, span, work_watched, bound_to_session)
+        task = TaskRecord(task_id, creation, span, work_watched, bound_to_session, kept_elsewhere)
         with self._lock:
             self._tasks[task_id] = task
             evicted = self._tasks.popitem(last=False)[1] if len(self._tasks) > CAPACITY else None
@@ -316,7 +324,7 @@ class TaskTelemetry:
     def _settle(self, task: TaskRecord) -> None:
         """Record the task's outcome on its span and the duration metric; end the span unless its work runs on."""
         verdict = classify_task(task.status, task.work, task.is_tool_error, gave_up=task.gave_up,
-                                cancelled_is_error=self._cancelled_is_error)
+                                process_ended=task.process_ended, cancelled_is_error=self._cancelled_is_error)
         task.verdict = verdict
         task.took = time.perf_counter() - task.creation.started
         with contained("recording a task's outcome"):
@@ -354,6 +362,24 @@ class TaskTelemetry:
             task.session_over = True
             self._maybe_end(task)
 
+    def process_ending(self) -> None:
+        """The server's process is exiting (its exit hooks run before the OpenTelemetry SDK's, which export
+        what ends here): every task span still open ends with what is known. A task still working in this
+        process was stopped by its end (failed); a finished one whose caller was not told is a ghost, its
+        result gone with the process. A store that outlives the process (Docket on Redis) may still run the
+        work and serve the result: such a task's span ends with no verdict or ghost guessed."""
+        with self._lock:
+            open_tasks = [task for task in self._tasks.values() if task.span.is_recording()]
+        for task in open_tasks:
+            task.process_ended = True
+            with contained("ending a task as the process exits"):
+                if not task.settled and not task.kept_elsewhere:
+                    self._settle(task)
+                else:
+                    self._maybe_end(task)
+            if task.span.is_recording():
+                task.span.end()  # kept elsewhere, or never announced
+
     def _await_expiry(self, task: TaskRecord) -> None:
         with self._lock:
             heapq.heappush(self._expiring, (task.expires_at, next(self._expiring_order), task))
@@ -378,12 +404,12 @@ class TaskTelemetry:
     def _maybe_end(self, task: TaskRecord) -> None:
         """End the task's span once its verdict and its work are known, and (server) once its caller was told
         how it ended, or can no longer be: its session ended (where the engine serves a task only to its
-        own session) or its result expired."""
-        if not (task.settled and task.announced) or (task.work_watched and task.work is None):
+        own session) or its result expired, or the process ends."""
+        work_running = task.work_watched and task.work is None and not task.process_ended
+        if not (task.settled and task.announced) or work_running or not task.span.is_recording():
             return
-        if not task.span.is_recording():
-            return
-        delivered = task.outcome_seen or task.ghosted or task.session_over or task.expired
+        lost = task.session_over or task.expired or (task.process_ended and not task.kept_elsewhere)
+        delivered = task.outcome_seen or task.ghosted or lost
         waits = self._ghosts is not None and (task.bound_to_session or task.ttl is not None)
         if waits and not delivered and undelivered_ghost(task.status, task.work, False):
             if task.ttl is not None and task.expires_at is None:
@@ -393,10 +419,11 @@ class TaskTelemetry:
         verdict = classify_task(task.status, task.work, task.is_tool_error)
         # Work done after its cancel, or a result its caller never learned of: the caller believes nothing happened.
         ghost, why = verdict.ghost_handler_outcome, "the caller cancelled"
-        if ghost is None and (task.session_over or task.expired):
+        if ghost is None and lost:
             ghost = undelivered_ghost(task.status, task.work, task.outcome_seen or task.ghosted)
             why = ("the caller's session ended before it was told the task ended" if task.session_over
-                   else "the task's result expired before its caller asked")
+                   else "the task's result expired before its caller asked" if task.expired
+                   else "the server's process ended before its caller was told the task ended")
         if ghost is not None and self._ghosts is not None:
             self._ghosts.ghost(task.creation, task.span, ghost, why)
         task.span.end()

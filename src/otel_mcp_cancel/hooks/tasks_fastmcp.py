@@ -36,6 +36,7 @@ from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
 TASKS_EXTENSION = "fastmcp_tasks"  # the package of FastMCP 4's engine; FastMCP 2.x's is its own
 TOOL_ERROR, PARKED = "tool_error", "parked"
+IN_PROCESS_DOCKET = "memory://"
 _ENDS = {
     "mark_as_completed": (TASK_COMPLETED, HandlerEnd.RETURNED),
     "mark_as_failed": (TASK_FAILED, HandlerEnd.RAISED),
@@ -77,9 +78,12 @@ class FastMCPTaskHooks(HookSet):
             with contained("following a task's creation"):
                 task_id = self._task_id(args[2] if len(args) > 2 else kwargs.get("key"))
                 if task_id is not None:
-                    # FastMCP 2.x keys a task by its session; the extension's survive their session
+                    # FastMCP 2.x keys a task by its session; the extension's survive their session. Docket
+                    # keeps its queue and results in this process only on its in-memory backend.
                     bound = self._engine != TASKS_EXTENSION
-                    self._telemetry.tasks.begin(record, task_id, work_watched=True, bound_to_session=bound)
+                    kept_elsewhere = not str(getattr(instance, "url", "")).startswith(IN_PROCESS_DOCKET)
+                    self._telemetry.tasks.begin(record, task_id, work_watched=True, bound_to_session=bound,
+                                                kept_elsewhere=kept_elsewhere)
         return wrapped(*args, **kwargs)
 
     async def _enqueue_component(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
