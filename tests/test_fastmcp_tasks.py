@@ -1,5 +1,5 @@
 """FastMCP's task engines, both run by Docket: fastmcp-tasks (FastMCP 4, the 2026-07-28 tasks extension) and
-FastMCP 2.x's own `task=True` (a draft of spec 2025-11-25). A task-augmented tools/call's outcome is its
+FastMCP 2.x's and 3.x's own `task=True` (2.x: a draft of spec 2025-11-25). A task-augmented tools/call's outcome is its
 task's terminal status, whether or not anyone polls it.
 
 A real FastMCP server with Docket's in-process `memory://` backend and its worker, and a real
@@ -28,9 +28,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from tests.frameworks import FASTMCP_MAJOR, FASTMCP_VERSION
 
 ON_TASKS_EXTENSION = importlib.util.find_spec("fastmcp_tasks") is not None
-ON_FASTMCP_2 = FASTMCP_MAJOR == 2 and importlib.util.find_spec("docket") is not None
-if not (ON_TASKS_EXTENSION or ON_FASTMCP_2):
-    pytest.skip("neither fastmcp-tasks nor FastMCP 2.x with Docket is installed", allow_module_level=True)
+ON_OWN_ENGINE = FASTMCP_MAJOR in (2, 3) and importlib.util.find_spec("docket") is not None  # FastMCP's own
+if not (ON_TASKS_EXTENSION or ON_OWN_ENGINE):
+    pytest.skip("neither fastmcp-tasks nor FastMCP 2.x/3.x with Docket is installed", allow_module_level=True)
 
 from fastmcp import Client, FastMCP  # noqa: E402
 
@@ -64,7 +64,7 @@ SCOPE = "otel_mcp_cancel"
 TASK_SERVER = Path(__file__).resolve().parent / "task_server.py"
 
 # What each engine makes of a tool that raises: fastmcp-tasks a completed task with an isError result
-# (as a direct call answers), FastMCP 2.x a failed one.
+# (as a direct call answers), FastMCP 2.x and 3.x a failed one.
 RAISED = ("completed", "the tool's result has isError: true") if ON_TASKS_EXTENSION else (
     "failed", "the task's status is failed")
 
@@ -72,8 +72,8 @@ RAISED = ("completed", "the tool's result has isError: true") if ON_TASKS_EXTENS
 @pytest.fixture(autouse=True)
 def own_docket(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Docket queue of this test's own: servers in one process share Docket's in-memory backend, and a
-    previous test's worker must not pick up this test's task (FastMCP 2.x names its queue from settings)."""
-    if ON_FASTMCP_2:
+    previous test's worker must not pick up this test's task (FastMCP 2.x and 3.x name their queue from settings)."""
+    if ON_OWN_ENGINE:
         import fastmcp
 
         monkeypatch.setattr(fastmcp.settings.docket, "name", f"tasks-{uuid.uuid4().hex}")
@@ -121,7 +121,7 @@ async def call_tool_task(client: Client, tool: str, arguments: dict[str, Any]) -
 
 async def told(task: Any, status: str) -> None:
     """The caller asks the server, and is told its task finished (the extension inlines the result). FastMCP
-    2.x's `status()` may answer from the status notification its server sent unasked, with no `tasks/get`:
+    2.x's and 3.x's `status()` may answer from the status notification its server sent unasked, with no `tasks/get`:
     the server cannot know its caller looked, so the test asks the server itself."""
     polled = await (task.status() if ON_TASKS_EXTENSION else task._client.get_task_status(task.task_id))
     assert polled.status == status
@@ -199,7 +199,8 @@ async def test_a_task_whose_tool_returned_is_error_is_failed_on_both_ends(captur
         served = await task_ended(captured, "refuse")
         viewed = await task_ended(captured, "refuse", SpanKind.CLIENT)
     failed = {"tool.outcome": "failed", "error.type": "tool_error", "mcp.task.status": "completed"}
-    # FastMCP 2.x's engine serves a returned CallToolResult as the text of an ok result: its client is told ok.
+    # FastMCP 2.x's and 3.x's engines serve a returned CallToolResult as the text of an ok result: its client
+    # is told ok.
     told_ok = {"tool.outcome": "ok", "error.type": None, "mcp.task.status": "completed"}
     for span, expected in ((served, failed), (viewed, failed if ON_TASKS_EXTENSION else told_ok)):
         assert {key: span.attributes.get(key) for key in expected} == expected
@@ -230,7 +231,7 @@ async def test_a_cancel_after_the_task_finished_unpolled_is_a_ghost(captured, pl
         app.release.set()
         await settled(captured, "ok", "completed")  # the server knows; the caller was not told
         await task.cancel()  # acknowledged: the caller believes it stopped the commit that happened
-        # (fastmcp-tasks: an empty acknowledgement; FastMCP 2.x: "cancelled", for a task that completed)
+        # (fastmcp-tasks: an empty acknowledgement; FastMCP 2.x and 3.x: "cancelled", for a task that completed)
         await until(lambda: spans_named(captured, "tasks/cancel") != [])
     cancel, span = one(captured, "tasks/cancel", SpanKind.SERVER), await task_ended(captured, "commit")
     assert span.attributes["tool.outcome"] == "ok" and app.side_effects == ["a.md"]
@@ -242,7 +243,7 @@ async def test_a_cancel_after_the_task_finished_unpolled_is_a_ghost(captured, pl
         "commit", "unsafe", 1)
     (line,) = plugin_log()
     assert task.task_id in line.getMessage()
-    # The client never saw the commit finish. FastMCP 2.x told it the task was cancelled; the extension's
+    # The client never saw the commit finish. FastMCP 2.x and 3.x told it the task was cancelled; the extension's
     # empty acknowledgement tells no status, and the caller left without asking: it gave up.
     viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
     told_status = None if ON_TASKS_EXTENSION else "cancelled"
@@ -320,7 +321,7 @@ async def test_a_caller_that_leaves_before_the_task_ends_gave_up(captured) -> No
 
 
 @pytest.mark.skipif(
-    ON_FASTMCP_2 and FASTMCP_VERSION == "2.14.0",
+    ON_OWN_ENGINE and FASTMCP_VERSION == "2.14.0",
     reason="FastMCP 2.14.0 gives a second in-process session no Docket ('Background tasks require a running "
     "FastMCP server context'); 2.14.7 does",
 )
@@ -350,7 +351,7 @@ async def test_a_stdio_server_left_with_a_finished_task_unfetched_exports_its_gh
     sink: OtlpSink, tmp_path: Path
 ) -> None:
     """A caller over stdio leaves as the SDK's stdio client does: it closes the server's stdin, gives it 2 s to
-    exit, then terminates it (FastMCP 2.x does not end its session by itself; its result store is in the
+    exit, then terminates it (FastMCP 2.x does not end its session by itself; the result store is in the
     process, so nobody can fetch the result after that). The task's span, its outcome and its ghost are
     exported before then, with the SDK's default export delays (5 s for spans, a minute for metrics): the
     plugin flushes as the caller leaves. The caller is a raw peer on the process's pipes, reading every
@@ -387,7 +388,8 @@ async def test_a_stdio_server_left_with_a_finished_task_unfetched_exports_its_gh
             await send({"id": 2, "method": "tools/call", "params": {
                 "name": "commit", "arguments": {"path": "a.md"}, "task": {"ttl": 60_000}}})
             await until(lambda: 2 in received, seconds=30)
-            task_id = received[2]["result"]["_meta"]["modelcontextprotocol.io/task"]["taskId"]
+            created = received[2]["result"]  # 3.x: spec 2025-11-25's `task`; 2.x: a stub result's `_meta`
+            task_id = (created.get("task") or created["_meta"]["modelcontextprotocol.io/task"])["taskId"]
             # Its server says, unasked, that the task completed: its caller was never told (no `tasks/get`).
             await until(lambda: statuses.get(task_id) == "completed", seconds=30)
         assert (tmp_path / "a.md").exists()
@@ -405,7 +407,7 @@ async def test_a_stdio_server_left_with_a_finished_task_unfetched_exports_its_gh
     assert (ghosts.attributes["gen_ai.tool.name"], ghosts.value) == ("commit", 1)
 
 
-@pytest.mark.skipif(not ON_TASKS_EXTENSION, reason="the previous test is FastMCP 2.x's own")
+@pytest.mark.skipif(not ON_TASKS_EXTENSION, reason="the previous test is FastMCP 2.x's and 3.x's own")
 async def test_a_stdio_server_on_fastmcp_tasks_left_with_a_finished_task_unfetched_exports_its_ghost(
     sink: OtlpSink, tmp_path: Path
 ) -> None:
@@ -467,11 +469,11 @@ async def test_a_server_stopped_with_a_finished_task_unfetched_exports_its_span_
     (ghosts,) = sink.latest_points("tool.ghost_responses")
     assert (ghosts.attributes["gen_ai.tool.name"], ghosts.value) == ("commit", 1)
     (warning,) = [log for log in sink.logs if log.severity_text == "WARN" and task.task_id in str(log.body)]
-    why = "session ended" if ON_FASTMCP_2 else "process ended"
+    why = "session ended" if ON_OWN_ENGINE and FASTMCP_MAJOR == 2 else "process ended"
     assert why in str(warning.body) and warning.span_id == span.span_id
 
 
-@pytest.mark.skipif(not ON_TASKS_EXTENSION, reason="FastMCP 2.x's tasks belong to their session")
+@pytest.mark.skipif(not ON_TASKS_EXTENSION, reason="Docket's URL is set the same way for FastMCP's own engines")
 async def test_a_server_stopped_with_its_tasks_kept_in_redis_reports_no_ghost(sink: OtlpSink, tmp_path: Path) -> None:
     """Docket on Redis keeps the result past the process (another replica, or this one restarted, serves it
     to a caller who asks within its ttl): the span is exported with its outcome as the process exits, and

@@ -155,13 +155,14 @@ def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
     makers: list[tuple[str, Callable[[Any], Any]]] = [(SERVER, lambda telemetry: FastMCPServerHooks(telemetry, major))]
     if major >= 3:
         makers.append((CLIENT, FastMCPClientHooks))
-    # Task engines, both on Docket: FastMCP 4's extension package (the 2026-07-28 tasks extension), and
-    # FastMCP 2.x's own `task=True` with its optional Docket.
-    engine = "fastmcp_tasks" if major >= 4 else "fastmcp" if major == 2 else None
-    if engine is not None and _importable(engine if major >= 4 else "docket"):
+    # Task engines, all on Docket: FastMCP 4's extension package (the 2026-07-28 tasks extension), and
+    # FastMCP 2.x's and 3.x's own `task=True` with its optional Docket.
+    engine = "fastmcp_tasks" if major >= 4 else "fastmcp"
+    if _importable(engine if major >= 4 else "docket"):
         from otel_mcp_cancel.hooks.tasks_fastmcp import FastMCPTaskHooks
 
-        makers.append((SERVER, lambda telemetry: FastMCPTaskHooks(telemetry, engine)))
+        # FastMCP 2.x serves a task only to the session that created it; 3.x to any of its caller's scope
+        makers.append((SERVER, lambda telemetry: FastMCPTaskHooks(telemetry, engine, bound_to_session=major == 2)))
     return makers
 
 

@@ -1,5 +1,5 @@
-"""Hooks into FastMCP's task engines, both run by Docket: `fastmcp-tasks` (FastMCP 4, the 2026-07-28 tasks
-extension) and FastMCP 2.x's own `task=True` (a draft of spec 2025-11-25).
+"""Hooks into FastMCP's task engines, all run by Docket: `fastmcp-tasks` (FastMCP 4, the 2026-07-28 tasks
+extension) and FastMCP 2.x's and 3.x's own `task=True` (2.x: a draft of spec 2025-11-25; 3.x: that spec).
 
 Where such a task lives:
 - Creating it, the engine enqueues the tool on Docket with `Docket.add(..., key=...)`; the key embeds
@@ -7,7 +7,7 @@ Where such a task lives:
 - A Docket worker runs the tool's body (each leg of it, on fastmcp-tasks). There a raised tool error
   becomes a completed `isError` result (`input_loop._error_result`), and a leg that asks the caller
   for input parks the task (`input_loop.store_outstanding`) and completes its execution. FastMCP 2.x
-  lets a raised error fail the execution.
+  and 3.x let a raised error fail the execution.
 - Docket stores each execution's end: `Execution.mark_as_completed`, `mark_as_failed`,
   `mark_as_cancelled` (after its cancel interrupted the work). These are where the work ended and
   the task's status was decided, whether or not anyone polls. A completed execution's stored result
@@ -34,7 +34,7 @@ from otel_mcp_cancel.outcome import HandlerEnd
 from otel_mcp_cancel.request_state import current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
-TASKS_EXTENSION = "fastmcp_tasks"  # the package of FastMCP 4's engine; FastMCP 2.x's is its own
+TASKS_EXTENSION = "fastmcp_tasks"  # the package of FastMCP 4's engine; FastMCP 2.x's and 3.x's are its own
 TOOL_ERROR, PARKED = "tool_error", "parked"
 IN_PROCESS_DOCKET = "memory://"
 _ENDS = {
@@ -52,9 +52,10 @@ _RESULT_READ_TIMEOUT = timedelta(seconds=1)
 class FastMCPTaskHooks(HookSet):
     _telemetry: ServerTelemetry
 
-    def __init__(self, telemetry: ServerTelemetry, engine: str) -> None:
+    def __init__(self, telemetry: ServerTelemetry, engine: str, *, bound_to_session: bool = False) -> None:
         super().__init__(telemetry)
         self._engine = engine
+        self._bound_to_session = bound_to_session  # FastMCP 2.x keys a task by its session
         self._lock = threading.Lock()
         self._leg_ends: OrderedDict[str, str] = OrderedDict()  # task id -> TOOL_ERROR or PARKED
 
@@ -78,12 +79,10 @@ class FastMCPTaskHooks(HookSet):
             with contained("following a task's creation"):
                 task_id = self._task_id(args[2] if len(args) > 2 else kwargs.get("key"))
                 if task_id is not None:
-                    # FastMCP 2.x keys a task by its session; the extension's survive their session. Docket
-                    # keeps its queue and results in this process only on its in-memory backend.
-                    bound = self._engine != TASKS_EXTENSION
+                    # Docket keeps its queue and results in this process only on its in-memory backend.
                     kept_elsewhere = not str(getattr(instance, "url", "")).startswith(IN_PROCESS_DOCKET)
-                    self._telemetry.tasks.begin(record, task_id, work_watched=True, bound_to_session=bound,
-                                                kept_elsewhere=kept_elsewhere)
+                    self._telemetry.tasks.begin(record, task_id, work_watched=True,
+                                                bound_to_session=self._bound_to_session, kept_elsewhere=kept_elsewhere)
         return wrapped(*args, **kwargs)
 
     async def _enqueue_component(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
