@@ -96,6 +96,7 @@ class TaskRecord:
     session_over: bool = False  # the creating session ended: a result it did not fetch is out of reach
     expired: bool = False  # its result's time to live ran out before its caller was told
     process_ended: bool = False  # the server's process is exiting: nothing in it waits any longer
+    ended: bool = False  # its span was ended here (an expiry's timer thread and the event loop may race to)
     ghosted: bool = False  # a late cancel already counted its work as a ghost
     announced: bool = False  # its creating answer was written: an engine may begin (and finish) it before
     ttl: float | None = None  # seconds its result is kept, from its creating answer
@@ -131,6 +132,8 @@ class TaskTelemetry:
         # Finished tasks nobody was told of yet, by when their result expires (the server's side only).
         self._expiring: list[tuple[float, int, TaskRecord]] = []
         self._expiring_order = itertools.count()
+        # Wakes when the earliest expiry is due, whether or not a request comes: (when, its timer), or None.
+        self._expiry_timer: tuple[float, threading.Timer] | None = None
 
     def begin(
         self,
@@ -207,10 +210,7 @@ class TaskTelemetry:
         return status
 
     def observe(self, record: RequestRecord, verdict: Verdict) -> None:
-        """What a concluded request tells of a task: the creation itself, or a `tasks/*` request naming one.
-        Any request is also the moment to end the tasks whose results expired unasked."""
-        if self._expiring and self._expiring[0][0] <= time.monotonic():
-            self._expire_due()
+        """What a concluded request tells of a task: the creation itself, or a `tasks/*` request naming one."""
         if record.task_id is None:
             return
         if record.method == TOOLS_CALL:
@@ -383,13 +383,33 @@ class TaskTelemetry:
     def _await_expiry(self, task: TaskRecord) -> None:
         with self._lock:
             heapq.heappush(self._expiring, (task.expires_at, next(self._expiring_order), task))
-            if len(self._expiring) <= CAPACITY:
-                return
-            self._expiring = [entry for entry in self._expiring if entry[2].span.is_recording()]  # ended already
-            heapq.heapify(self._expiring)
-            dropped = heapq.heappop(self._expiring)[2] if len(self._expiring) > CAPACITY else None
+            dropped = None
+            if len(self._expiring) > CAPACITY:
+                self._expiring = [entry for entry in self._expiring if entry[2].span.is_recording()]  # ended already
+                heapq.heapify(self._expiring)
+                dropped = heapq.heappop(self._expiring)[2] if len(self._expiring) > CAPACITY else None
         if dropped is not None:
             dropped.span.end()  # no verdict rather than a guessed one, as for a task evicted from the table
+        self._arm_expiry_timer()
+
+    def _arm_expiry_timer(self) -> None:
+        with self._lock:
+            if not self._expiring or (self._expiry_timer and self._expiry_timer[0] <= self._expiring[0][0]):
+                return
+            due = self._expiring[0][0]
+            if self._expiry_timer is not None:
+                self._expiry_timer[1].cancel()
+            timer = threading.Timer(max(due - time.monotonic(), 0.0), self._expiry_due)
+            timer.daemon = True  # never keeps the process alive; its exit hook ends what still waits
+            self._expiry_timer = (due, timer)
+        timer.start()
+
+    def _expiry_due(self) -> None:
+        with contained("ending tasks whose results expired"):
+            with self._lock:
+                self._expiry_timer = None
+            self._expire_due()
+            self._arm_expiry_timer()
 
     def _expire_due(self) -> None:
         now = time.monotonic()
@@ -416,6 +436,10 @@ class TaskTelemetry:
                 task.expires_at = time.monotonic() + task.ttl  # kept from its terminal status, as stores do
                 self._await_expiry(task)
             return  # its caller may still ask
+        with self._lock:
+            if task.ended:
+                return
+            task.ended = True
         verdict = classify_task(task.status, task.work, task.is_tool_error)
         # Work done after its cancel, or a result its caller never learned of: the caller believes nothing happened.
         ghost, why = verdict.ghost_handler_outcome, "the caller cancelled"
