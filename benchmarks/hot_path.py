@@ -30,9 +30,15 @@ process's CPU time (every thread: the exporter's too) per call, and what the cal
   span's start before each call and its end (outcome, record, end) as it returns, the SERVER span's around
   the server's tools/call handler (a plain closure the handler is registered behind, nothing else). The
   same instructions as `in situ`, spread through the request as the plugin's are, amid mcp's own work;
+- `in place, propagated`: `in place` plus the trace context a cross-process trace cannot do without, made
+  where it must be: the client injects its span's context into the call's `_meta` (the SDK's `meta=`
+  argument, so the request carries it at the SDK's own charge), the server extracts it from the request's
+  `_meta` as its handler gets it and starts its span there. The floor the goal is measured against: every
+  instrumentation that joins client and server spans pays for it;
 - `loop`: the same SDK calls in a loop of nothing else (the floor as issue #17 first measured it).
 `plugin adds` = plugin − none, paired block by block; the ratios to report are the medians' ratios,
-plugin adds / in situ adds, plugin adds / in place adds, and plugin adds / loop. `--instructions` also
+plugin adds / in situ adds, plugin adds / in place adds, plugin adds / in place, propagated adds (the goal's),
+and plugin adds / loop. `--instructions` also
 counts `plugin, no propagation` (the plugin with no propagator, as with `OTEL_PROPAGATORS=none`): what the
 plugin's count exceeds it by is what trace propagation costs, the one thing it does that no floor does.
 A run fails if the span processor dropped a span: a floor that exports less than it records is no floor.
@@ -64,7 +70,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from examples.otlp_sink import OtlpSink  # noqa: E402
 
-MODES = ("none", "plugin", "no-op", "in situ", "in place", "loop")
+PROPAGATED = "in place, propagated"
+MODES = ("none", "plugin", "no-op", "in situ", "in place", PROPAGATED, "loop")
 WARM_UP = 50
 FLUSH_EVERY = 256  # calls: 512 spans, one full export batch, well inside the span queue (2,048)
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
@@ -121,12 +128,19 @@ class DroppedSpans(logging.Handler):
 class Floor:
     """The SDK's own work for one tools/call: 2 spans and 2 histogram records, with our attributes, in the order
     an instrumentation makes them: the CLIENT span starts, the SERVER span starts, the SERVER span gets its
-    outcome, its record and ends, then the CLIENT span. `one_call()` makes them all at once."""
+    outcome, its record and ends, then the CLIENT span. `one_call()` makes them all at once. `propagates`:
+    the CLIENT span's context is injected into `meta`, for the request's `_meta`, and the SERVER span starts
+    in the context extracted from the `_meta` its request carried."""
 
-    def __init__(self, tracer_provider: Any, meter_provider: Any) -> None:
-        from opentelemetry.trace import SpanKind, set_span_in_context
+    def __init__(self, tracer_provider: Any, meter_provider: Any, propagates: bool = False) -> None:
+        from opentelemetry.propagate import extract, inject
+        from opentelemetry.trace import SpanKind, get_current_span, set_span_in_context
 
         self._client_kind, self._server_kind, self._in_context = SpanKind.CLIENT, SpanKind.SERVER, set_span_in_context
+        self.propagates, self._inject, self._extract = propagates, inject, extract
+        self.meta: dict[str, str] | None = None  # the trace context for the current call's `_meta`
+        self._current_span = get_current_span
+        self.unjoined = 0  # server spans that found no trace context in their request
         self._tracer = tracer_provider.get_tracer("floor")
         meter = meter_provider.get_meter("floor")
         self._server_duration = meter.create_histogram("mcp.server.operation.duration", unit="s")
@@ -147,9 +161,19 @@ class Floor:
         self._metric = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
                         "gen_ai.tool.name": "echo", "mcp.protocol.version": "2025-06-18", "tool.outcome": "ok"}
         self._client = self._tracer.start_span("tools/call echo", kind=self._client_kind, attributes=self._request)
+        if self.propagates:
+            self.meta = {}
+            self._inject(self.meta, context=self._in_context(self._client))
 
-    def server_starts(self) -> None:
-        self._server = self._tracer.start_span("tools/call echo", kind=self._server_kind, attributes=self._request)
+    def server_starts(self, meta: Any = None) -> None:
+        context = None
+        if self.propagates:
+            context = self._extract(meta or {})
+            # As an instrumentation checks what it extracted (ours does): and a floor whose server spans did
+            # not join their client's trace is no floor.
+            self.unjoined += not self._current_span(context).get_span_context().is_valid
+        self._server = self._tracer.start_span("tools/call echo", context=context, kind=self._server_kind,
+                                               attributes=self._request)
 
     def server_ends(self) -> None:
         server = self._server
@@ -177,7 +201,7 @@ def serve_with_floor(lowlevel: Any, floor: Floor) -> None:
 
     def around(handler: Callable[..., Any]) -> Callable[..., Any]:
         async def served(*args: Any, **kwargs: Any) -> Any:
-            floor.server_starts()
+            floor.server_starts(request_meta(args) if floor.propagates else None)
             try:
                 return await handler(*args, **kwargs)
             finally:
@@ -191,6 +215,15 @@ def serve_with_floor(lowlevel: Any, floor: Floor) -> None:
     else:
         handlers = lowlevel.request_handlers
         handlers[mcp.types.CallToolRequest] = around(handlers[mcp.types.CallToolRequest])
+
+
+def request_meta(args: tuple[Any, ...]) -> Any:
+    """The `_meta` of the tools/call request a handler was given: 2.x's handler gets (context, params), its
+    `meta` a dict; 1.x's the request, whose `meta` keeps what the spec does not name as its extra fields."""
+    if MCP_MAJOR == 2:
+        return args[1].meta
+    meta = args[0].params.meta
+    return None if meta is None else meta.model_extra
 
 
 def loop_block(one_call: Callable[[], None], flush: Callable[[], None], calls: int) -> float:
@@ -232,9 +265,16 @@ async def traffic_block(
     async def echo(text: str) -> str:
         return text
 
+    async def call(session: Any, text: str) -> None:
+        if floor is not None:
+            floor.client_starts()
+        await session.call_tool("echo", {"text": text}, meta=floor.meta if floor is not None else None)
+        if floor is not None:
+            floor.client_ends()
+
     async def timed(session: Any) -> float:
         for _ in range(WARM_UP):
-            await session.call_tool("echo", {"text": "warm"})
+            await call(session, "warm")
         if flush is not None:
             flush()
         started = time.process_time()
@@ -251,11 +291,7 @@ async def traffic_block(
                 flush()
             return (time.process_time() - started) / calls
         for n in range(1, calls + 1):
-            if floor is not None:
-                floor.client_starts()
-            await session.call_tool("echo", {"text": "hello"})
-            if floor is not None:
-                floor.client_ends()
+            await call(session, "hello")
             if after_call is not None:
                 after_call()
             if every is not None and n % every[0] == 0:
@@ -305,6 +341,7 @@ def block_runner(calls: int, endpoint: str) -> tuple[Callable[..., float], Dropp
     tracer_provider, meter_provider = providers(endpoint)
     flush = flusher(tracer_provider, meter_provider)
     floor = Floor(tracer_provider, meter_provider)
+    propagated_floor = Floor(tracer_provider, meter_provider, propagates=True)
     instrumentor = McpCancelInstrumentor()
 
     def block(mode: str, in_flight: int = 1) -> float:
@@ -314,6 +351,12 @@ def block_runner(calls: int, endpoint: str) -> tuple[Callable[..., float], Dropp
             return anyio.run(traffic_block, calls, flush, floor.one_call)
         if mode == "in place":
             return anyio.run(traffic_block, calls, flush, None, None, 1, floor)
+        if mode == PROPAGATED:
+            seconds = anyio.run(traffic_block, calls, flush, None, None, 1, propagated_floor)
+            if propagated_floor.unjoined:
+                raise SystemExit(f"{propagated_floor.unjoined} server spans of the propagated floor found no trace "
+                                 "context: the measurement is void")
+            return seconds
         if mode == "loop":
             return loop_block(floor.one_call, flush, calls)
         if mode == "no-op":
@@ -431,7 +474,7 @@ def run_child(
 
 
 UNPROPAGATED = "plugin, no propagation"  # counted only: what trace propagation costs is plugin minus this
-INSTRUCTION_MODES = ("none", "plugin", "in situ", "in place", UNPROPAGATED)
+INSTRUCTION_MODES = ("none", "plugin", "in situ", "in place", PROPAGATED, UNPROPAGATED)
 
 
 def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict[str, float]:
@@ -469,17 +512,19 @@ def summary(measured: dict[str, list[float]]) -> dict[str, float]:
         return [m - n for m, n in zip(measured[mode], none)]
 
     plugin_adds, no_op_adds = adds("plugin"), adds("no-op")
-    in_situ_adds, in_place_adds = adds("in situ"), adds("in place")
+    in_situ_adds, in_place_adds, propagated_adds = adds("in situ"), adds("in place"), adds(PROPAGATED)
     return {
         "none": median(none),
         "plugin adds": median(plugin_adds),
         "no-op": median(no_op_adds),
         "in situ": median(in_situ_adds),
         "in place": median(in_place_adds),
+        PROPAGATED: median(propagated_adds),
         "loop": median(measured["loop"]),
         # Ratios of the medians: a block's own ratio divides by a small, noisy difference.
         "adds / in situ": statistics.median(plugin_adds) / statistics.median(in_situ_adds),
         "adds / in place": statistics.median(plugin_adds) / statistics.median(in_place_adds),
+        "adds / propagated": statistics.median(plugin_adds) / statistics.median(propagated_adds),
         "adds / loop": statistics.median(plugin_adds) / statistics.median(measured["loop"]),
     }
 
@@ -536,13 +581,15 @@ def main() -> None:
     print(f"{title()}: {rounds} rounds x {blocks} blocks x {calls} tools/calls per mode, in one process over "
           "memory streams, CPU time per call (medians)")
     print("| mcp | plugin | no telemetry µs | plugin adds µs | with no-op providers µs | floor in situ µs "
-          "| adds / in situ | floor in place µs | adds / in place | floor in a loop µs | adds / loop |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| adds / in situ | floor in place µs | adds / in place | floor in place, propagated µs "
+          "| adds / in place, propagated | floor in a loop µs | adds / loop |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in sources:
         row = summary(measured[name])
         print(f"| {version} | {name} | {row['none']:.0f} | {row['plugin adds']:.0f} | {row['no-op']:.0f} | "
               f"{row['in situ']:.0f} | {row['adds / in situ']:.2f} | {row['in place']:.0f} | "
-              f"{row['adds / in place']:.2f} | {row['loop']:.0f} | {row['adds / loop']:.2f} |")
+              f"{row['adds / in place']:.2f} | {row[PROPAGATED]:.0f} | {row['adds / propagated']:.2f} | "
+              f"{row['loop']:.0f} | {row['adds / loop']:.2f} |")
 
 
 def print_in_flight(levels: str, calls: int, blocks: int, rounds: int, endpoint: str) -> None:
@@ -566,13 +613,16 @@ def print_instructions(counted: dict[str, dict[str, float]]) -> None:
     version = importlib.metadata.version("mcp")
     print(f"{title()}: instructions per tools/call, counted by valgrind, in one process over memory streams")
     print("| mcp | plugin | no telemetry M | plugin adds M | of which trace propagation M | floor in situ M "
-          "| adds / in situ | floor in place M | adds / in place |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| adds / in situ | floor in place M | adds / in place | floor in place, propagated M "
+          "| adds / in place, propagated |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, per_call in counted.items():
-        none, plugin, in_situ, in_place, unpropagated = (per_call[mode] / 1e6 for mode in INSTRUCTION_MODES)
+        none, plugin, in_situ, in_place, propagated, unpropagated = (
+            per_call[mode] / 1e6 for mode in INSTRUCTION_MODES)
         adds = plugin - none
         print(f"| {version} | {name} | {none:.3f} | {adds:.3f} | {plugin - unpropagated:.3f} | {in_situ - none:.3f} | "
-              f"{adds / (in_situ - none):.2f} | {in_place - none:.3f} | {adds / (in_place - none):.2f} |")
+              f"{adds / (in_situ - none):.2f} | {in_place - none:.3f} | {adds / (in_place - none):.2f} | "
+              f"{propagated - none:.3f} | {adds / (propagated - none):.2f} |")
 
 
 if __name__ == "__main__":
