@@ -41,8 +41,12 @@ async def test_a_ghost_and_its_retry_through_the_collector_into_jaeger_and_prome
     vault.mkdir()
     with running_jaeger(tmp_path) as jaeger, running_collector(tmp_path, jaeger) as collector:
         command, *args = instrumented_command(vault)
-        parameters = StdioServerParameters(command=command, args=args,
-                                           env=exporter_environment(collector.endpoint))
+        # Delta temporality, as docs/finding-it.md advises a short-lived server whose exemplars matter: the
+        # stdio server exports again as its caller leaves and as it exits, and under cumulative temporality
+        # those exports' points, carrying no exemplar, replace the one that did in the collector's exporter.
+        environment = {**exporter_environment(collector.endpoint),
+                       "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta"}
+        parameters = StdioServerParameters(command=command, args=args, env=environment)
         async with stdio_client(parameters) as streams, raw_peer_over(*streams) as peer:
             await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
             await peer.call(2, "tools/call", {"name": "broken", "arguments": {"text": "hi"}})

@@ -20,10 +20,20 @@ class Flusher:
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
+        self._flushes: list[threading.Thread] = []
 
     def flush_soon(self) -> None:
         with contained("flushing telemetry"):
-            threading.Thread(target=self._flush, name="otel_mcp_cancel flush", daemon=True).start()
+            flush = threading.Thread(target=self._flush, name="otel_mcp_cancel flush", daemon=True)
+            self._flushes = [thread for thread in self._flushes if thread.is_alive()] + [flush]
+            flush.start()
+
+    def finish(self) -> None:
+        """As the process exits: let the flushes in flight end (each is bounded) before the SDK shuts its
+        providers down. A daemon thread stopped mid-export would lose what it collected: under delta
+        temporality, points no later export sends again."""
+        for flush in self._flushes:
+            flush.join(3 * FLUSH_TIMEOUT_MILLIS / 1000)  # its three providers, one after the other
 
     def _flush(self) -> None:
         from opentelemetry import metrics, trace

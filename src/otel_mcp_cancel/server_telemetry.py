@@ -77,9 +77,12 @@ class ServerTelemetry(RequestTelemetry):
         self._flush_if_stdio(session)
 
     def process_ending(self) -> None:
-        """The interpreter is exiting: what waits for a caller or for work in this process ends now."""
+        """The interpreter is exiting: what waits for a caller or for work in this process ends now, and the
+        flushes in flight end before the SDK's own shutdown exports the rest."""
         with contained("ending tasks as the process exits"):
             self.tasks.process_ending()
+        with contained("finishing the flushes in flight"):
+            self.flusher.finish()
 
     def _flush_if_stdio(self, session: SessionRecord | None) -> None:
         if session is not None and session.over_stdio:
