@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 import urllib.parse
@@ -12,19 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.subprocess_servers import free_port
-
-
-def require_prometheus() -> str:
-    """The prometheus binary; CI installs it, so there a missing one fails instead of skipping."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("prometheus is not installed; .ci/run installs Debian's package")
-        pytest.skip("prometheus is not installed (apt-get install prometheus)")
-    return binary
+from tests.subprocess_servers import free_port, require_debian_binary
 
 
 class Prometheus:
@@ -39,7 +25,7 @@ class Prometheus:
         )
         self.process = subprocess.Popen(
             [
-                require_prometheus(),
+                require_debian_binary("prometheus"),
                 f"--config.file={config}",
                 f"--storage.tsdb.path={workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",

@@ -3,26 +3,12 @@ server process."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
-from tests.subprocess_servers import free_port, wait_for_port
-
-
-def require_redis() -> str:
-    """The redis-server binary; CI installs it, so there a missing one fails instead of skipping."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is not installed; .ci/run installs Debian's package")
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    return binary
+from tests.subprocess_servers import free_port, require_debian_binary, wait_for_port
 
 
 @contextmanager
@@ -30,8 +16,8 @@ def running_redis(workdir: Path) -> Iterator[str]:
     """A Redis of the test's own, with nothing saved to disk; yields its URL."""
     port = free_port()
     process = subprocess.Popen(
-        [require_redis(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir)],
+        [require_debian_binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(workdir)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

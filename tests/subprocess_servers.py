@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -12,6 +13,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from examples.otlp_sink import exporter_environment
 from tests.raw_peer import RawPeer, is_result
@@ -28,6 +31,17 @@ def instrumented_script(script: Path, *args: str, python: str = sys.executable) 
 def instrumented_command(vault: Path, *transport: str, python: str = sys.executable) -> list[str]:
     """The gated server under `opentelemetry-instrument`."""
     return instrumented_script(GATED_SERVER, str(vault), *transport, python=python)
+
+
+def require_debian_binary(binary: str) -> str:
+    """The path of a program from Debian's package of that name; CI installs it, so there a missing one fails
+    instead of skipping."""
+    found = shutil.which(binary)
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{binary} is not installed; .ci/run installs Debian's package")
+        pytest.skip(f"{binary} is not installed (apt-get install {binary})")
+    return found
 
 
 def free_port() -> int:

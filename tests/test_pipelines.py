@@ -16,7 +16,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel import conventions
-from tests.prometheus_server import Prometheus, require_prometheus
+from tests.prometheus_server import Prometheus
 from tests.raw_peer import RawPeer, raw_peer_over
 from tests.subprocess_servers import (
     HttpServer,
@@ -25,6 +25,7 @@ from tests.subprocess_servers import (
     ghost_then_retry,
     http_streams,
     instrumented_command,
+    require_debian_binary,
 )
 from tests.support import MCP_MAJOR, until
 
@@ -130,7 +131,7 @@ def test_span_metrics_panels_use_only_configured_dimensions() -> None:
 
 
 def test_promtool_accepts_the_shipped_prometheus_files() -> None:
-    require_prometheus()
+    require_debian_binary("prometheus")
     prometheus_config = CONFIG / "prometheus" / "prometheus.yml"
     for command in (["check", "config", str(prometheus_config)], ["check", "rules", str(ALERTS)]):
         done = subprocess.run(["promtool", *command], capture_output=True, text=True, timeout=60)
