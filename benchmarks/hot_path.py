@@ -50,6 +50,7 @@ import argparse
 import cProfile
 import gc
 import importlib.metadata
+import inspect
 import io
 import json
 import logging
@@ -226,6 +227,16 @@ def request_meta(args: tuple[Any, ...]) -> Any:
     return None if meta is None else meta.model_extra
 
 
+async def call_with_meta(session: Any, arguments: dict[str, Any], meta: dict[str, str]) -> Any:
+    """A tools/call carrying `meta` on a 1.x release whose `call_tool` takes none (before 1.2x): the request
+    built as later releases' `call_tool` builds it."""
+    from mcp import types
+
+    params = types.CallToolRequestParams(name="echo", arguments=arguments, _meta=types.RequestParams.Meta(**meta))
+    request = types.CallToolRequest(method="tools/call", params=params)
+    return await session.send_request(types.ClientRequest(request), types.CallToolResult)
+
+
 def loop_block(one_call: Callable[[], None], flush: Callable[[], None], calls: int) -> float:
     """CPU seconds per call for the floor's calls in a loop of nothing else (flushed as the exporter would:
     a full batch at a time, so no span is dropped)."""
@@ -265,14 +276,24 @@ async def traffic_block(
     async def echo(text: str) -> str:
         return text
 
+    takes_meta: bool | None = None  # whether the session's call_tool takes `meta` (asked once, not per call)
+
     async def call(session: Any, text: str) -> None:
-        if floor is not None:
-            floor.client_starts()
-        await session.call_tool("echo", {"text": text}, meta=floor.meta if floor is not None else None)
-        if floor is not None:
-            floor.client_ends()
+        if floor is None:
+            await session.call_tool("echo", {"text": text})
+            return
+        floor.client_starts()
+        if floor.meta is None:
+            await session.call_tool("echo", {"text": text})
+        elif takes_meta:
+            await session.call_tool("echo", {"text": text}, meta=floor.meta)
+        else:
+            await call_with_meta(session, {"text": text}, floor.meta)
+        floor.client_ends()
 
     async def timed(session: Any) -> float:
+        nonlocal takes_meta
+        takes_meta = "meta" in inspect.signature(session.call_tool).parameters
         for _ in range(WARM_UP):
             await call(session, "warm")
         if flush is not None:
