@@ -439,10 +439,10 @@ async def stop_with_a_finished_task_unfetched(sink: OtlpSink, tmp_path: Path, **
     creates a `commit` task and leaves once the server settled it (its outcome point), never told; then the
     server is stopped as a supervisor stops it for a restart (SIGTERM: uvicorn's graceful shutdown, then
     the interpreter's exit). Returns the task's handle and its exported span."""
-    environment = {**exporter_environment(sink.endpoint), "OTEL_BSP_SCHEDULE_DELAY": "5000",
-                   "OTEL_METRIC_EXPORT_INTERVAL": "100", "OTEL_LOGS_EXPORTER": "otlp_proto_http",
-                   "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true", **environment}
-    server = HttpServer(sink.endpoint, tmp_path, "http", script=TASK_SERVER, **environment)
+    environment = {"OTEL_BSP_SCHEDULE_DELAY": "5000", "OTEL_METRIC_EXPORT_INTERVAL": "100",
+                   "OTEL_LOGS_EXPORTER": "otlp_proto_http", "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true",
+                   **environment}
+    server = HttpServer(sink.endpoint, tmp_path, "http", script=TASK_SERVER, **environment)  # it exports to sink
     try:
         async with Client(f"http://127.0.0.1:{server.port}/mcp") as client:
             task = await call_tool_task(client, "commit", {"path": "a.md"})
