@@ -69,13 +69,17 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+from benchmarks.peers import PEERS, Peer, memory_transport  # noqa: E402
 from examples.otlp_sink import OtlpSink  # noqa: E402
 
 PROPAGATED = "in place, propagated"
+SPANS = "spans per call"
 MODES = ("none", "plugin", "no-op", "in situ", "in place", PROPAGATED, "loop")
 WARM_UP = 50
 FLUSH_EVERY = 256  # calls: 512 spans, one full export batch, well inside the span queue (2,048)
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
+# The other instrumentations that run here, each a mode of its own (the others: why not, in the report).
+PEER_OF = {peer.name: peer for peer in PEERS if peer.unavailable(MCP_MAJOR) is None}
 USER_HOOKS = "HOT_PATH_USER_HOOKS"  # set (by --user-hooks) in a child's environment: the plugin runs with hooks
 
 
@@ -92,6 +96,9 @@ def user_hooks() -> dict[str, Any]:
     return {"request_hook": lambda span, request: None, "response_hook": lambda span, request, response: None}
 
 
+SPAN_ENDS: Any = None  # the child's span_ends(), counting every provider's spans
+
+
 def providers(endpoint: str) -> tuple[Any, Any]:
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -100,8 +107,11 @@ def providers(endpoint: str) -> tuple[Any, Any]:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    global SPAN_ENDS
+    SPAN_ENDS = SPAN_ENDS or span_ends()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")))
+    tracer_provider.add_span_processor(SPAN_ENDS)
     reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"))
     return tracer_provider, MeterProvider(metric_readers=[reader])
 
@@ -113,6 +123,28 @@ def flusher(tracer_provider: Any, meter_provider: Any) -> Callable[[], None]:
         meter_provider.force_flush()
 
     return flush
+
+
+def span_ends() -> Any:
+    """A span processor counting the spans that end: how many a mode makes per call (`mark()` as its calls
+    start, `measure(calls)` once they are exported)."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class SpanEnds(SpanProcessor):
+        def __init__(self) -> None:
+            self.count = self._at_mark = 0
+            self.last_per_call = 0.0
+
+        def mark(self) -> None:
+            self._at_mark = self.count
+
+        def measure(self, calls: int) -> None:
+            self.last_per_call = (self.count - self._at_mark) / calls
+
+        def on_end(self, span: Any) -> None:
+            self.count += 1
+
+    return SpanEnds()
 
 
 class DroppedSpans(logging.Handler):
@@ -240,13 +272,16 @@ async def call_with_meta(session: Any, arguments: dict[str, Any], meta: dict[str
 def loop_block(one_call: Callable[[], None], flush: Callable[[], None], calls: int) -> float:
     """CPU seconds per call for the floor's calls in a loop of nothing else (flushed as the exporter would:
     a full batch at a time, so no span is dropped)."""
+    SPAN_ENDS.mark()
     started = time.process_time()
     for n in range(1, calls + 1):
         one_call()
         if n % FLUSH_EVERY == 0:
             flush()
     flush()
-    return (time.process_time() - started) / calls
+    seconds = (time.process_time() - started) / calls
+    SPAN_ENDS.measure(calls)
+    return seconds
 
 
 async def traffic_block(
@@ -256,13 +291,15 @@ async def traffic_block(
     every: tuple[int, Callable[[int], None]] | None = None,
     in_flight: int = 1,
     floor: Floor | None = None,
+    peer: Peer | None = None,
 ) -> float:
     """CPU seconds per tools/call, the SDK's own client and server over memory streams; `flush()`, if given,
     runs inside the timing (what the calls left to export is part of their cost); `after_call()`, if given,
     runs as each call returns; `every` = (n, report): report(calls so far) after every n calls;
     `in_flight` > 1: the calls are made by that many concurrent callers on the one session (and neither
     `after_call` nor `every` is called); `floor`: its calls are made in place, the CLIENT span's around each
-    call and the SERVER span's around the server's tools/call handler."""
+    call and the SERVER span's around the server's tools/call handler; `peer`: both ends' streams are wrapped
+    as it wraps a transport's. The spans the calls made are counted in SPAN_ENDS."""
     import anyio
     from mcp.shared.memory import create_client_server_memory_streams
 
@@ -298,6 +335,7 @@ async def traffic_block(
             await call(session, "warm")
         if flush is not None:
             flush()
+        SPAN_ENDS.mark()
         started = time.process_time()
         if in_flight > 1:
 
@@ -310,7 +348,9 @@ async def traffic_block(
                     callers.start_soon(caller, calls // in_flight + (1 if n < calls % in_flight else 0))
             if flush is not None:
                 flush()
-            return (time.process_time() - started) / calls
+            seconds = (time.process_time() - started) / calls
+            SPAN_ENDS.measure(calls)
+            return seconds
         for n in range(1, calls + 1):
             await call(session, "hello")
             if after_call is not None:
@@ -319,13 +359,23 @@ async def traffic_block(
                 every[1](n)
         if flush is not None:
             flush()
-        return (time.process_time() - started) / calls
+        seconds = (time.process_time() - started) / calls
+        SPAN_ENDS.measure(calls)
+        return seconds
 
     lowlevel = getattr(server, "_lowlevel_server", None) or server._mcp_server
     if floor is not None:
         serve_with_floor(lowlevel, floor)
+    def transport(read: Any, write: Any) -> Any:
+        def streams() -> Any:
+            return memory_transport(read, write)
+
+        return streams() if peer is None else peer.transport(streams)
+
     async with create_client_server_memory_streams() as ((client_read, client_write), (server_read, server_write)):
-        async with anyio.create_task_group() as tg:
+        async with (transport(client_read, client_write) as (client_read, client_write),
+                    transport(server_read, server_write) as (server_read, server_write),
+                    anyio.create_task_group() as tg):
             tg.start_soon(lambda: lowlevel.run(server_read, server_write, lowlevel.create_initialization_options()))
             if MCP_MAJOR == 2:
                 from mcp import Client
@@ -380,6 +430,18 @@ def block_runner(calls: int, endpoint: str) -> tuple[Callable[..., float], Dropp
             return seconds
         if mode == "loop":
             return loop_block(floor.one_call, flush, calls)
+        if mode in PEER_OF:
+            peer = PEER_OF[mode]
+            peer.on(tracer_provider, endpoint, SPAN_ENDS)
+
+            def flush_all() -> None:
+                flush()
+                peer.flush()
+
+            try:
+                return anyio.run(traffic_block, calls, flush_all, None, None, 1, None, peer)
+            finally:
+                peer.off()
         if mode == "no-op":
             instrumentor.instrument(tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider())
         else:
@@ -410,15 +472,16 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(os.environ.get("PROFILE_FILTER", ""), 30)
         print(out.getvalue(), file=sys.stderr)
         return {}
-    return interleaved({mode: (mode, 1) for mode in MODES}, blocks, block, dropped)
+    return interleaved({mode: (mode, 1) for mode in (*MODES, *PEER_OF)}, blocks, block, dropped)
 
 
 def interleaved(
     runs: dict[str, tuple[str, int]], blocks: int, block: Callable[..., float], dropped: DroppedSpans
 ) -> dict[str, list[float]]:
     """Each run's (mode, calls in flight) CPU seconds per call, block by block, the runs interleaved (the order
-    reversed every other pass); the first pass warms them all. Void if the span processor dropped a span."""
-    measured: dict[str, list[float]] = {name: [] for name in runs}
+    reversed every other pass); the first pass warms them all; and (as `spans per call@<run>`) the spans each
+    block made per call. Void if the span processor dropped a span."""
+    measured: dict[str, list[float]] = {key: [] for name in runs for key in (name, f"{SPANS}@{name}")}
     order = list(runs)
     for n in range(blocks + 1):
         for name in order if n % 2 == 0 else order[::-1]:
@@ -426,6 +489,7 @@ def interleaved(
             seconds = block(*runs[name])
             if n > 0:
                 measured[name].append(seconds)
+                measured[f"{SPANS}@{name}"].append(SPAN_ENDS.last_per_call)
     if dropped.count:
         raise SystemExit(f"the span processor dropped spans ({dropped.count} warnings): the measurement is void")
     return measured
@@ -516,10 +580,11 @@ def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict
             raise SystemExit(f"valgrind printed no count: {stderr[-2000:]}")
         return int(found.group(1).replace(",", ""))
 
-    jobs = [(mode, n) for mode in INSTRUCTION_MODES for n in (calls, 5 * calls)]
+    modes = (*INSTRUCTION_MODES, *PEER_OF)
+    jobs = [(mode, n) for mode in modes for n in (calls, 5 * calls)]
     with ThreadPoolExecutor(os.cpu_count()) as pool:
         counted = dict(zip(jobs, pool.map(count, jobs)))
-    return {mode: (counted[mode, 5 * calls] - counted[mode, calls]) / (4 * calls) for mode in INSTRUCTION_MODES}
+    return {mode: (counted[mode, 5 * calls] - counted[mode, calls]) / (4 * calls) for mode in modes}
 
 
 def summary(measured: dict[str, list[float]]) -> dict[str, float]:
@@ -572,7 +637,7 @@ def main() -> None:
     calls, blocks, rounds = (20, 1, 1) if options.smoke else (options.calls, options.blocks, options.rounds)
     sink = OtlpSink(keep=False).start()
     sources = {"this checkout": None, **({options.before: options.before} if options.before else {})}
-    measured: dict[str, dict[str, list[float]]] = {name: {mode: [] for mode in MODES} for name in sources}
+    measured: dict[str, dict[str, list[float]]] = {name: {} for name in sources}
     try:
         if options.profile:
             print(run_child("profile", calls, blocks, sink.endpoint, mode=options.profile)[1])
@@ -595,7 +660,7 @@ def main() -> None:
         for _ in range(rounds):
             for name, source in sources.items():
                 for mode, values in run_child("measure", calls, blocks, sink.endpoint, source=source)[0].items():
-                    measured[name][mode] += values
+                    measured[name].setdefault(mode, []).extend(values)
     finally:
         sink.stop()
     version = importlib.metadata.version("mcp")
@@ -611,6 +676,39 @@ def main() -> None:
               f"{row['in situ']:.0f} | {row['adds / in situ']:.2f} | {row['in place']:.0f} | "
               f"{row['adds / in place']:.2f} | {row[PROPAGATED]:.0f} | {row['adds / propagated']:.2f} | "
               f"{row['loop']:.0f} | {row['adds / loop']:.2f} |")
+    print_peers(measured["this checkout"], "µs", "{:.0f}")
+
+
+PLUGIN_RECORDS = ("a CLIENT and a SERVER span per tools/call with `tool.outcome`, a record in each duration "
+                  "histogram; trace context in `_meta`; the outcome of a cancel, ghosts")
+FLOOR_RECORDS = "the plugin's spans and histogram records for an ok call, and the trace context; nothing else"
+
+
+def print_peers(measured: dict[str, list[float]], unit: str, number: str) -> None:
+    """The other instrumentations beside the plugin and the floor: what each adds per call to `none` (each
+    mode's values: per block, paired with `none`'s; or one count each), and the spans it made per call."""
+    def adds(mode: str) -> float:
+        return statistics.median(m - n for m, n in zip(measured[mode], measured["none"]))
+
+    def spans(mode: str) -> str:
+        per_block = measured.get(f"{SPANS}@{mode}")
+        return "" if per_block is None else f"{statistics.median(per_block):.1f}"
+
+    scale = 1e6 if unit == "µs" else 1e-6
+    plugin, floor = adds("plugin"), adds(PROPAGATED)
+    print(f"\nThe other instrumentations of MCP on mcp {importlib.metadata.version('mcp')}, the same calls, "
+          "the same providers:")
+    print(f"| instrumentation | adds {unit} per call | adds / plugin adds | adds / floor in place, propagated "
+          "| spans per call | what it records |\n|---|---|---|---|---|---|")
+    rows = [("otel-mcp-cancel", "plugin", PLUGIN_RECORDS), ("floor in place, propagated", PROPAGATED, FLOOR_RECORDS)]
+    rows += [(name, name, peer.records) for name, peer in PEER_OF.items()]
+    for name, mode, records in rows:
+        added = adds(mode)
+        print(f"| {name} | {number.format(scale * added)} | {added / plugin:.2f} | {added / floor:.2f} "
+              f"| {spans(mode)} | {records} |")
+    for peer in PEERS:
+        if peer.name not in PEER_OF:
+            print(f"not run: {peer.name} ({peer.unavailable(MCP_MAJOR)})")
 
 
 def print_in_flight(levels: str, calls: int, blocks: int, rounds: int, endpoint: str) -> None:
@@ -644,6 +742,7 @@ def print_instructions(counted: dict[str, dict[str, float]]) -> None:
         print(f"| {version} | {name} | {none:.3f} | {adds:.3f} | {plugin - unpropagated:.3f} | {in_situ - none:.3f} | "
               f"{adds / (in_situ - none):.2f} | {in_place - none:.3f} | {adds / (in_place - none):.2f} | "
               f"{propagated - none:.3f} | {adds / (propagated - none):.2f} |")
+    print_peers({mode: [count] for mode, count in counted["this checkout"].items()}, "M", "{:.3f}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
-"""The hot-path benchmark works on this mcp line: every mode runs, no span is dropped, a row is reported.
+"""The hot-path benchmark works on this mcp line: every mode runs, no span is dropped, a row is reported,
+and every other instrumentation of MCP is either measured beside the plugin or named with why it was not.
 It measures nothing here (CI is no bench)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -12,7 +15,31 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.peers import PEERS
+
 HOT_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "hot_path.py"
+# Set (comma-separated peer names) where CI installs the other instrumentations: those must be measured.
+PEERS_REQUIRED = "HOT_PATH_PEERS_REQUIRED"
+
+
+def assert_every_peer_reported(stdout: str, number: str, timed: bool) -> None:
+    """The peers' table has the plugin's and the floor's rows (with the spans each made per call, when timed),
+    and each peer a row or a line naming it and why it did not run; those CI installs have rows."""
+    spans = r"\d+\.\d" if timed else ""
+
+    def row(name: str) -> str:
+        return rf"^\| {re.escape(name)} \| {number} \| -?\d+\.\d\d \| -?\d+\.\d\d \| {spans} \| .+ \|$"
+
+    assert re.search(row("otel-mcp-cancel"), stdout, re.MULTILINE), stdout
+    assert re.search(row("floor in place, propagated"), stdout, re.MULTILINE), stdout
+    required = set(filter(None, os.environ.get(PEERS_REQUIRED, "").split(",")))
+    for peer in PEERS:
+        measured = re.search(row(peer.name), stdout, re.MULTILINE) is not None
+        skipped = re.search(rf"^not run: {re.escape(peer.name)} \(.+\)$", stdout, re.MULTILINE) is not None
+        assert measured != skipped, (peer.name, stdout)
+        assert measured or peer.name not in required, (peer.name, stdout)
+    if importlib.metadata.version("mcp").startswith("2."):  # the SDK's own spans are always there to measure
+        assert re.search(row("mcp's own spans"), stdout, re.MULTILINE), stdout
 
 
 def test_the_hot_path_benchmark_runs_every_mode_in_smoke_mode() -> None:
@@ -22,6 +49,7 @@ def test_the_hot_path_benchmark_runs_every_mode_in_smoke_mode() -> None:
     row = (rf"^\| [\d.]+ \| this checkout \| {n} \| {n} \| {n} \| {n} \| {ratio} \| {n} \| {ratio} \| {n} \| {ratio} "
            rf"\| {n} \| {ratio} \|$")
     assert re.search(row, done.stdout, re.MULTILINE), done.stdout
+    assert_every_peer_reported(done.stdout, n, timed=True)
 
 
 def test_the_hot_path_benchmark_measures_calls_in_flight_in_smoke_mode() -> None:
@@ -44,3 +72,4 @@ def test_the_hot_path_benchmark_counts_instructions_in_smoke_mode() -> None:
     m, ratio = r"-?\d+\.\d{3}", r"-?\d+\.\d\d"
     row = rf"^\| [\d.]+ \| this checkout \| {m} \| {m} \| {m} \| {m} \| {ratio} \| {m} \| {ratio} \| {m} \| {ratio} \|$"
     assert re.search(row, done.stdout, re.MULTILINE), done.stdout
+    assert_every_peer_reported(done.stdout, m, timed=False)
