@@ -74,7 +74,8 @@ def _is_mapping_type(kind: type) -> bool:
 
 def is_mapping(value: object) -> bool:
     """`isinstance(value, Mapping)`, asked of the ABC once per type: it runs on every request, for dicts
-    and models alike."""
+    and models alike. Where a dict is what usually comes, callers ask `type(value) is dict` first: a call
+    saved on every request."""
     return _is_mapping_type(type(value))
 
 
@@ -118,7 +119,7 @@ def _unwrapped(message: object) -> object:
 def message_field(message: object, name: str) -> Any:
     """A field (named as on the wire) of a wire dict, a model, or a 1.x `ServerResult`/`ClientResult` around
     one; None if absent. A model may name it in snake case (the 2026-07-28 tasks extension's models do)."""
-    if is_mapping(message):
+    if type(message) is dict or is_mapping(message):
         return message.get(name)
     model = _unwrapped(message)
     value = model_field(model, name)
@@ -132,7 +133,7 @@ def is_tool_error(result: object) -> bool:
     """A tools/call result with isError: the wire dict, the model a tool returned, or a 1.x ServerResult."""
     if type(result) in _PLAIN_TYPES:  # what most tools return: no isError in it
         return False
-    if is_mapping(result):
+    if type(result) is dict or is_mapping(result):
         return result.get("isError") is True
     values = model_values(result)
     if values is not None:
@@ -146,21 +147,26 @@ def _snake_case(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def target_name(params: Mapping[str, Any] | None) -> str | None:
-    """The tool or prompt name a request names, if it is a string."""
-    name = params.get("name") if is_mapping(params) else None
+def request_fields(params: object) -> Mapping[str, Any] | None:
+    """A request's params if they are a mapping (what the functions below read), else None."""
+    return params if type(params) is dict or is_mapping(params) else None
+
+
+def target_name(fields: Mapping[str, Any] | None) -> str | None:
+    """The tool or prompt name a request's `request_fields` name, if it is a string."""
+    name = fields.get("name") if fields is not None else None
     return name[:MAX_ATTRIBUTE_LENGTH] if isinstance(name, str) else None
 
 
-def named_task(method: str, params: Mapping[str, Any] | None) -> str | None:
-    """The task a `tasks/*` request names (`taskId`), cut to size."""
-    task_id = params.get("taskId") if method in TASK_METHODS and is_mapping(params) else None
+def named_task(method: str, fields: Mapping[str, Any] | None) -> str | None:
+    """The task a `tasks/*` request's `request_fields` name (`taskId`), cut to size."""
+    task_id = fields.get("taskId") if fields is not None and method in TASK_METHODS else None
     return bounded(task_id) if isinstance(task_id, str) else None
 
 
 def tool_arguments(params: Mapping[str, Any] | None) -> Any:
     """The arguments a tools/call request carries, as sent (None if its params are not a mapping)."""
-    return params.get("arguments") if is_mapping(params) else None
+    return params.get("arguments") if type(params) is dict or is_mapping(params) else None
 
 
 def span_name(method: str, target: str | None, target_registered: bool) -> str:
@@ -182,7 +188,7 @@ def method_attributes(method: str, method_known: bool) -> dict[str, Any]:
 def request_attributes(
     method: str,
     method_known: bool,
-    params: Mapping[str, Any] | None,
+    fields: Mapping[str, Any] | None,
     target: str | None,
     request_id: object,
     network_transport: str | None,
@@ -198,7 +204,7 @@ def request_attributes(
             attributes[GEN_AI_TOOL_NAME] = target
     elif method == PROMPTS_GET and target is not None:
         attributes[GEN_AI_PROMPT_NAME] = target
-    uri = params.get("uri") if is_mapping(params) else None
+    uri = fields.get("uri") if fields is not None else None
     if isinstance(uri, str):
         attributes[MCP_RESOURCE_URI] = bounded(uri)
     if network_transport is not None:

@@ -63,11 +63,12 @@ class ClientTelemetry(RequestTelemetry):
             self.match_retry(record, verdict)
         except Exception:
             fault("matching a retry")
-        try:
-            self.tasks.observe(record, verdict)  # the client's view: what it was told of the task
-            self.tasks.waited(record, verdict)
-        except Exception:
-            fault("following a task")
+        if record.task_id is not None:  # most requests name no task
+            try:
+                self.tasks.observe(record, verdict)  # the client's view: what it was told of the task
+                self.tasks.waited(record, verdict)
+            except Exception:
+                fault("following a task")
 
     def match_retry(self, record: RequestRecord, verdict: Verdict) -> None:
         """A call that repeats one this client gave up on, in any of its sessions (on another replica, the server
@@ -75,6 +76,8 @@ class ClientTelemetry(RequestTelemetry):
         and the server's span in its trace. Then a call given up on is remembered, for its own retries."""
         if record.method != TOOLS_CALL or record.target is None:
             return
+        if not self.given_up.holds_any and not (verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason):
+            return  # most calls: nothing to match, nothing to remember
         arguments = tool_arguments(record.params)
         repeated = self.given_up.find(self, record.target, arguments)
         if repeated is not None:

@@ -48,8 +48,10 @@ class GhostReporter:
 
     def fingerprint(self, record: RequestRecord, span: Span) -> None:
         """Put the call's fingerprint on `span` (its own, or its task's), if the replicas share a key."""
+        if self._fingerprints is None:  # no key was given: asked first, on every request
+            return
         tool = called_tool(record)
-        if self._fingerprints is not None and tool is not None:
+        if tool is not None:
             span.set_attribute(TOOL_CALL_FINGERPRINT, self._fingerprints.of(tool, tool_arguments(record.params)))
 
     def ghost(self, record: RequestRecord, span: Span, handler_outcome: str, why: str) -> None:
@@ -108,7 +110,7 @@ class GhostReporter:
 
     def match_retry(self, record: RequestRecord) -> None:
         """Link `record`'s call to the ghost it repeats, if any (before its own ghost, if any, is remembered)."""
-        tool = called_tool(record)
+        tool = called_tool(record) if self._retries.holds_any else None  # most requests: no ghost is remembered
         if tool is None or record.session is None:
             return
         retried = self._retries.find(record.session, tool, tool_arguments(record.params))

@@ -11,18 +11,19 @@ from opentelemetry.trace import NoOpTracer
 
 
 class Recording:
-    """Asked as each request arrives; once something records, it always will (providers are never unset)."""
+    """Asked as each request arrives; once something records, it always will (providers are never unset):
+    `known` says so without a call."""
 
-    __slots__ = ("_tracer", "_meter", "_recording")
+    __slots__ = ("_tracer", "_meter", "known")
 
     def __init__(self, tracer: Any, meter: Any) -> None:
         self._tracer, self._meter = tracer, meter
-        self._recording = False
+        self.known = False  # something records
 
     def __call__(self) -> bool:
-        if not self._recording:
-            self._recording = not (_no_op_tracer(self._tracer) and _no_op_meter(self._meter))
-        return self._recording
+        if not self.known:
+            self.known = not (_no_op_tracer(self._tracer) and _no_op_meter(self._meter))
+        return self.known
 
 
 def _no_op_tracer(tracer: Any) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from otel_mcp_cancel.attributes import (
     metric_attributes,
     named_task,
     request_attributes,
+    request_fields,
     span_name,
     target_name,
     tool_arguments,
@@ -47,6 +48,7 @@ from otel_mcp_cancel.conventions import (
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import fault
+from otel_mcp_cancel.liveness import Recording
 from otel_mcp_cancel.outcome import Verdict, classify
 from otel_mcp_cancel.request_state import RequestRecord, metric_fields
 from otel_mcp_cancel.user_hooks import UserHooks
@@ -98,7 +100,7 @@ class SpanOptions:
     cancelled_is_error: bool  # OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS=error
     capture_content: bool  # OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
     user_hooks: UserHooks
-    recording: Callable[[], bool]  # whether the providers given (or the global ones) record anything
+    recording: Recording  # whether the providers given (or the global ones) record anything
     tracer_provider: TracerProvider | None = None  # the one given to instrument(); None: the global one
 
 
@@ -107,6 +109,9 @@ class RequestTelemetry:
     role: str  # names the activity in a contained fault's log line
     # Whether a span can take its target's name as it starts (else when the target is known to be served).
     names_target_at_start = False
+    # The methods that keep their name when a request arrives (else _OTHER until `resolve` knows better);
+    # None: every method (data, not a method: asked twice on every request).
+    known_methods: frozenset[str] | None = None
 
     def __init__(
         self,
@@ -126,14 +131,16 @@ class RequestTelemetry:
         self._recording = options.recording
         self.stopped = False  # uninstrument() ran: the hooks that would see answers are gone
 
-    def parent(self, params: Any) -> Context | None:
-        """The context to parent the span on; None: the ambient one."""
+    def parent(self, fields: Mapping[str, Any] | None) -> Context | None:
+        """The context to parent the span on (`fields`: the request's params if a mapping); None: the ambient
+        one."""
         return None
 
     def traced(self) -> bool:
         """Whether a request arriving now gets a span: something records, and instrumentation is not
         suppressed. A hook that must prepare what `open` takes (a 1.x model's wire form) asks first."""
-        return self._recording() and is_instrumentation_enabled()
+        recording = self._recording
+        return (recording.known or recording()) and is_instrumentation_enabled()
 
     def open(
         self,
@@ -150,17 +157,19 @@ class RequestTelemetry:
         if not checked and not self.traced():
             return None
         try:
-            known, target = self.knows_method(method), target_name(params)
+            fields = request_fields(params)
+            known = self.known_methods is None or method in self.known_methods
+            target = target_name(fields)
             name = span_name(method if known else OTHER, target if self.names_target_at_start else None,
                              target_registered=True)
-            start_attributes = request_attributes(method, known, params, target, request_id, network_transport)
+            start_attributes = request_attributes(method, known, fields, target, request_id, network_transport)
             if attributes:
                 start_attributes.update(attributes)
             holder = self.waiting_span()
             span = holder.claim(method) if holder is not None else None
             if span is None:
                 holder = None
-                span = self.tracer.start_span(name, context=self.parent(params), kind=self.kind,
+                span = self.tracer.start_span(name, context=self.parent(fields), kind=self.kind,
                                                attributes=start_attributes)
             else:  # another instrumentation's span, opened for this request: now ours
                 span.update_name(name)
@@ -169,7 +178,7 @@ class RequestTelemetry:
             if holder is not None:
                 record.ends_span = False
                 holder.claimed_by(record, self._capture_content)
-            record.task_id = named_task(method, params)
+            record.task_id = named_task(method, fields)
             if self._user_hooks is not None:
                 self._user_hooks.on_request(self.role, record)
             return record
@@ -230,8 +239,8 @@ class RequestTelemetry:
             fault(f"naming a {role} span")
         try:
             # One call: each set_attributes pays the SDK's lock and value checks.
-            attributes = {} if self.knows_method(record.method) else method_attributes(record.method,
-                                                                                          record.method_known)
+            known = self.known_methods is None or record.method in self.known_methods
+            attributes = {} if known else method_attributes(record.method, record.method_known)
             if record.request_id_late:
                 attributes[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
             if record.protocol_version is not None:
@@ -244,10 +253,11 @@ class RequestTelemetry:
                 span.set_status(Status(StatusCode.ERROR, verdict.description))
         except Exception:
             fault(f"recording a {role} outcome")
-        try:
-            self._describe_span(record, verdict)
-        except Exception:
-            fault(f"describing a {role} span")
+        if verdict.outcome == OUTCOME_CANCELLED or record.exception is not None or self._capture_content:
+            try:
+                self._describe_span(record, verdict)
+            except Exception:
+                fault(f"describing a {role} span")
         try:
             self.annotate(record, verdict)
         except Exception:
@@ -273,10 +283,6 @@ class RequestTelemetry:
     def timed_out(self, record: RequestRecord) -> bool:
         """Whether a cancel was this side's own timeout giving up (only a client knows its own)."""
         return False
-
-    def knows_method(self, method: str) -> bool:
-        """Whether a method keeps its name when a request arrives (else _OTHER until `resolve` knows better)."""
-        return True
 
     def resolve(self, record: RequestRecord) -> None:
         """Fill in what is known only once the request is over."""

@@ -83,8 +83,13 @@ class RecentCalls:
             while len(self._calls) > CAPACITY:
                 self._calls.popitem(last=False)
 
+    @property
+    def holds_any(self) -> bool:
+        """Whether any call is remembered (a lock-free read): while none is, a caller need not even look."""
+        return bool(self._calls)
+
     def find(self, scope: object, tool: str, arguments: Any) -> Remembered | None:
-        """The call this one repeats, if any. Costs nothing while none is remembered."""
+        """The call this one repeats, if any."""
         if not self._calls:
             return None
         key = self._fingerprint(scope, tool, arguments)

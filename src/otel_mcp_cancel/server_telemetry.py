@@ -3,7 +3,7 @@ call names, and the ghosts and retries its requests show (reported through `ghos
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -37,8 +37,8 @@ from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
 def parent_context(params: Any) -> Context | None:
     """The trace context a client put in `params._meta`, or None to parent on the ambient context."""
-    meta = params.get("_meta") if is_mapping(params) else None
-    if not is_mapping(meta) or "traceparent" not in meta:
+    meta = params.get("_meta") if type(params) is dict or is_mapping(params) else None
+    if meta is None or (type(meta) is not dict and not is_mapping(meta)) or "traceparent" not in meta:
         return None
     ctx = extract(meta)
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
@@ -47,6 +47,7 @@ def parent_context(params: Any) -> Context | None:
 class ServerTelemetry(RequestTelemetry):
     kind = SpanKind.SERVER
     role = "server"
+    known_methods = KNOWN_METHODS  # a peer's invented method is _OTHER unless the server serves it
 
     def __init__(
         self,
@@ -88,8 +89,8 @@ class ServerTelemetry(RequestTelemetry):
         if session is not None and session.over_stdio:
             self.flusher.flush_soon()
 
-    def parent(self, params: Any) -> Context | None:
-        return parent_context(params)
+    def parent(self, fields: Mapping[str, Any] | None) -> Context | None:
+        return parent_context(fields)
 
     def open(
         self, method: str, params: Any, request_id: object, network_transport: str | None, *, checked: bool = False
@@ -122,9 +123,6 @@ class ServerTelemetry(RequestTelemetry):
             if reason is not None:
                 span.add_event(EVENT_CANCEL_RECEIVED, {TOOL_CANCEL_MESSAGE: reason})
             span.end()
-
-    def knows_method(self, method: str) -> bool:
-        return method in KNOWN_METHODS  # a peer's invented method is _OTHER unless the server serves it
 
     def resolve(self, record: RequestRecord) -> None:
         if not record.method_known and record.server is not None:
@@ -166,7 +164,8 @@ class ServerTelemetry(RequestTelemetry):
         if verdict.ghost_handler_outcome is not None and risk is not None:
             with contained("reporting a ghost"):
                 self.ghosts.report(record, verdict.ghost_handler_outcome, risk, record.span)
-        try:
-            self.tasks.observe(record, verdict)
-        except Exception:
-            fault("following a task")
+        if record.task_id is not None:  # most requests name no task
+            try:
+                self.tasks.observe(record, verdict)
+            except Exception:
+                fault("following a task")

@@ -20,7 +20,7 @@ from opentelemetry.propagate import inject
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained, fault
-from otel_mcp_cancel.hooks.observations import WIRE_DUMP, ClientHooks, arg, note_result, wire_params
+from otel_mcp_cancel.hooks.observations import WIRE_DUMP, ClientHooks, note_result, wire_params
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import error_answer
 
@@ -84,7 +84,7 @@ class ClientHooksV1(ClientHooks):
         return session._write_stream
 
     async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record, outgoing = None, arg(args, kwargs, 0, "request")
+        record, outgoing = None, args[0] if args else kwargs["request"]
         if self.active and self._telemetry.traced():
             try:
                 request = getattr(outgoing, "root", outgoing)  # FastMCP 2.x passes bare requests

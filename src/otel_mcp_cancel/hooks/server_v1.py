@@ -31,7 +31,6 @@ from otel_mcp_cancel.conventions import TOOLS_LIST
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
-    arg,
     cancel_reason,
     http_peer,
     is_tool_error,
@@ -145,8 +144,9 @@ class ServerHooksV1(FrameworkHooks):
         record = responder = None
         if self.active and self._telemetry.traced():
             try:
-                responder = arg(args, kwargs, 0, "message")
-                record = self._open(responder, instance, arg(args, kwargs, 2, "session"))
+                # Positional, as 1.x calls it: read inline, on every request.
+                responder = args[0] if args else kwargs["message"]
+                record = self._open(responder, instance, args[2] if len(args) > 2 else kwargs["session"])
             except Exception:
                 fault("opening a server span")
         if record is None:
@@ -157,7 +157,7 @@ class ServerHooksV1(FrameworkHooks):
         """`initialize` is answered here, in the receive loop, and never reaches `Server._handle_request`."""
         record = responder = None
         try:
-            responder = arg(args, kwargs, 0, "responder")
+            responder = args[0] if args else kwargs["responder"]
             initialize = isinstance(responder.request.root, types.InitializeRequest)  # asked first: it is rare
             if initialize and self.active and self._telemetry.traced():
                 record = self._open(responder, None, instance)
@@ -174,7 +174,7 @@ class ServerHooksV1(FrameworkHooks):
         late = _acknowledged(instance)
         if self.active:
             try:
-                response = arg(args, kwargs, 0, "response")
+                response = args[0] if args else kwargs["response"]
                 if (record := LIVE.find(instance)) is not None:
                     if record.handler is None:  # the framework's hook saw the user's function end first
                         record.note_handler(_handler_end(response))
