@@ -35,7 +35,12 @@ process's CPU time (every thread: the exporter's too) per call, and what the cal
   argument, so the request carries it at the SDK's own charge), the server extracts it from the request's
   `_meta` as its handler gets it and starts its span there. The floor the goal is measured against: every
   instrumentation that joins client and server spans pays for it;
-- `loop`: the same SDK calls in a loop of nothing else (the floor as issue #17 first measured it).
+- `loop`: the same SDK calls in a loop of nothing else (the floor as issue #17 first measured it);
+- `plugin, spans only`: the plugin with a no-op meter provider: its spans, outcomes and ghosts, no metrics,
+  the work of the other instrumentations, which record none;
+- each other instrumentation of MCP installed that runs on this line (`benchmarks/peers.py`: mcp 2.x's own
+  spans, Traceloop, OpenInference, logfire), on for its block and off after it, exporting through the same
+  processor; the spans every mode made per call are counted, and reported beside what each adds.
 `plugin adds` = plugin − none, paired block by block; the ratios to report are the medians' ratios,
 plugin adds / in situ adds, plugin adds / in place adds, plugin adds / in place, propagated adds (the goal's),
 and plugin adds / loop. `--instructions` also
@@ -74,7 +79,8 @@ from examples.otlp_sink import OtlpSink  # noqa: E402
 
 PROPAGATED = "in place, propagated"
 SPANS = "spans per call"
-MODES = ("none", "plugin", "no-op", "in situ", "in place", PROPAGATED, "loop")
+SPANS_ONLY = "plugin, spans only"  # with a no-op meter provider: the work of the peers that record no metrics
+MODES = ("none", "plugin", "no-op", "in situ", "in place", PROPAGATED, "loop", SPANS_ONLY)
 WARM_UP = 50
 FLUSH_EVERY = 256  # calls: 512 spans, one full export batch, well inside the span queue (2,048)
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
@@ -444,6 +450,8 @@ def block_runner(calls: int, endpoint: str) -> tuple[Callable[..., float], Dropp
                 peer.off()
         if mode == "no-op":
             instrumentor.instrument(tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider())
+        elif mode == SPANS_ONLY:
+            instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=NoOpMeterProvider(), **user_hooks())
         else:
             instrumentor.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider, **user_hooks())
         propagator = propagate.get_global_textmap()
@@ -559,7 +567,7 @@ def run_child(
 
 
 UNPROPAGATED = "plugin, no propagation"  # counted only: what trace propagation costs is plugin minus this
-INSTRUCTION_MODES = ("none", "plugin", "in situ", "in place", PROPAGATED, UNPROPAGATED)
+INSTRUCTION_MODES = ("none", "plugin", "in situ", "in place", PROPAGATED, UNPROPAGATED, SPANS_ONLY)
 
 
 def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict[str, float]:
@@ -620,7 +628,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300, help="tools/calls per block")
     parser.add_argument("--blocks", type=int, default=12, help="blocks of each mode per round")
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per plugin measured")
-    parser.add_argument("--profile", choices=MODES, help="profile one block of this mode instead of measuring")
+    parser.add_argument("--profile", choices=(*MODES, *PEER_OF),
+                        help="profile one block of this mode instead of measuring")
     parser.add_argument("--smoke", action="store_true", help="a few calls each, to check that it works")
     parser.add_argument("--before", help="src/ of another checkout: its plugin is measured too, interleaved")
     parser.add_argument("--memory", type=int, metavar="CALLS",
@@ -681,6 +690,7 @@ def main() -> None:
 
 PLUGIN_RECORDS = ("a CLIENT and a SERVER span per tools/call with `tool.outcome`, a record in each duration "
                   "histogram; trace context in `_meta`; the outcome of a cancel, ghosts")
+SPANS_ONLY_RECORDS = "the same spans, trace context, outcomes and ghosts; no metrics (a no-op meter provider)"
 FLOOR_RECORDS = "the plugin's spans and histogram records for an ok call, and the trace context; nothing else"
 
 
@@ -700,7 +710,9 @@ def print_peers(measured: dict[str, list[float]], unit: str, number: str) -> Non
           "the same providers:")
     print(f"| instrumentation | adds {unit} per call | adds / plugin adds | adds / floor in place, propagated "
           "| spans per call | what it records |\n|---|---|---|---|---|---|")
-    rows = [("otel-mcp-cancel", "plugin", PLUGIN_RECORDS), ("floor in place, propagated", PROPAGATED, FLOOR_RECORDS)]
+    rows = [("otel-mcp-cancel", "plugin", PLUGIN_RECORDS),
+            ("otel-mcp-cancel, spans only", SPANS_ONLY, SPANS_ONLY_RECORDS),
+            ("floor in place, propagated", PROPAGATED, FLOOR_RECORDS)]
     rows += [(name, name, peer.records) for name, peer in PEER_OF.items()]
     for name, mode, records in rows:
         added = adds(mode)
@@ -736,7 +748,7 @@ def print_instructions(counted: dict[str, dict[str, float]]) -> None:
           "| adds / in place, propagated |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, per_call in counted.items():
-        none, plugin, in_situ, in_place, propagated, unpropagated = (
+        none, plugin, in_situ, in_place, propagated, unpropagated, _ = (
             per_call[mode] / 1e6 for mode in INSTRUCTION_MODES)
         adds = plugin - none
         print(f"| {version} | {name} | {none:.3f} | {adds:.3f} | {plugin - unpropagated:.3f} | {in_situ - none:.3f} | "
