@@ -76,13 +76,14 @@ class ClientTelemetry(RequestTelemetry):
         and the server's span in its trace. Then a call given up on is remembered, for its own retries."""
         if record.method != TOOLS_CALL or record.target is None:
             return
-        if not self.given_up.holds_any and not (verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason):
+        given_up = verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None
+        if not given_up and not self.given_up.holds_any:
             return  # most calls: nothing to match, nothing to remember
         arguments = tool_arguments(record.params)
         repeated = self.given_up.find(self, record.target, arguments)
         if repeated is not None:
             record.span.add_link(repeated.span_context)
             record.span.set_attribute(TOOL_RETRIED_CANCEL_REASON, repeated.label)
-        if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
+        if given_up:
             self.given_up.remember(self, record.target, arguments, record.span.get_span_context(),
                                    record.cancel_reason)
