@@ -352,17 +352,13 @@ async def traffic_block(
             async with anyio.create_task_group() as callers:
                 for n in range(in_flight):
                     callers.start_soon(caller, calls // in_flight + (1 if n < calls % in_flight else 0))
-            if flush is not None:
-                flush()
-            seconds = (time.process_time() - started) / calls
-            SPAN_ENDS.measure(calls)
-            return seconds
-        for n in range(1, calls + 1):
-            await call(session, "hello")
-            if after_call is not None:
-                after_call()
-            if every is not None and n % every[0] == 0:
-                every[1](n)
+        else:
+            for n in range(1, calls + 1):
+                await call(session, "hello")
+                if after_call is not None:
+                    after_call()
+                if every is not None and n % every[0] == 0:
+                    every[1](n)
         if flush is not None:
             flush()
         seconds = (time.process_time() - started) / calls

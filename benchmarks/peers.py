@@ -11,6 +11,7 @@ each block, so no other mode runs with it.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -25,8 +26,6 @@ class Patched:
         self._saved: list[tuple[Any, str, Any]] = []
 
     def save(self) -> None:
-        import importlib
-
         self._saved = []
         for module_name, owner_name, attribute in self._targets:
             owner = importlib.import_module(module_name)

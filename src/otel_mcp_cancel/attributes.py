@@ -164,9 +164,10 @@ def named_task(method: str, fields: Mapping[str, Any] | None) -> str | None:
     return bounded(task_id) if isinstance(task_id, str) else None
 
 
-def tool_arguments(params: Mapping[str, Any] | None) -> Any:
+def tool_arguments(params: object) -> Any:
     """The arguments a tools/call request carries, as sent (None if its params are not a mapping)."""
-    return params.get("arguments") if type(params) is dict or is_mapping(params) else None
+    fields = request_fields(params)
+    return fields.get("arguments") if fields is not None else None
 
 
 def span_name(method: str, target: str | None, target_registered: bool) -> str:

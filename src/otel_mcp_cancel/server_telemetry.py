@@ -13,7 +13,7 @@ from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping
+from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping, request_fields
 from otel_mcp_cancel.conventions import (
     EVENT_CANCEL_RECEIVED,
     EVENT_RESPONSE_WRITE_INTERRUPTED,
@@ -35,9 +35,10 @@ from otel_mcp_cancel.session_telemetry import SessionRecord, SessionTelemetry, n
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
 
-def parent_context(params: Any) -> Context | None:
-    """The trace context a client put in `params._meta`, or None to parent on the ambient context."""
-    meta = params.get("_meta") if type(params) is dict or is_mapping(params) else None
+def parent_context(fields: Mapping[str, Any] | None) -> Context | None:
+    """The trace context a client put in a request's `_meta` (`fields`: its `request_fields`), or None to
+    parent on the ambient context."""
+    meta = fields.get("_meta") if fields is not None else None
     if meta is None or (type(meta) is not dict and not is_mapping(meta)) or "traceparent" not in meta:
         return None
     ctx = extract(meta)
@@ -115,7 +116,7 @@ class ServerTelemetry(RequestTelemetry):
             links = [Link(cancelled.span.get_span_context())] if cancelled is not None else []
             span = self.tracer.start_span(
                 NOTIFICATIONS_CANCELLED,
-                context=parent_context(params),
+                context=parent_context(request_fields(params)),
                 kind=SpanKind.SERVER,
                 attributes=attributes,
                 links=links,
