@@ -88,6 +88,9 @@ class McpCancelInstrumentor(BaseInstrumentor):
             CLIENT: ClientTelemetry(tracer, instruments, options, RecentCalls(_retry_window())),
         }
         self._hook_sets = [make(telemetry[side]) for side, make in hook_makers]
+        for (side, _), hook_set in zip(hook_makers, self._hook_sets):
+            if hook_set.offers_waiting_spans:
+                telemetry[side].spans_wait = True
         self._applied = wrapping.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])
         # Registered after the providers were made (and their own exit hooks, which export, registered): runs first.
         self._at_exit = telemetry[SERVER].process_ending

@@ -59,10 +59,12 @@ class ClientTelemetry(RequestTelemetry):
         # The client's reason is bounded (timeout | caller): an attribute too, so "our own timeouts" is a query.
         if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
             record.span.set_attribute(TOOL_CANCEL_REASON, record.cancel_reason)
-        try:
-            self.match_retry(record, verdict)
-        except Exception:
-            fault("matching a retry")
+        given_up = verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None
+        if given_up or self.given_up.holds_any:  # most calls: nothing to match, nothing to remember
+            try:
+                self.match_retry(record, given_up)
+            except Exception:
+                fault("matching a retry")
         if record.task_id is not None:  # most requests name no task
             try:
                 self.tasks.observe(record, verdict)  # the client's view: what it was told of the task
@@ -70,15 +72,13 @@ class ClientTelemetry(RequestTelemetry):
             except Exception:
                 fault("following a task")
 
-    def match_retry(self, record: RequestRecord, verdict: Verdict) -> None:
+    def match_retry(self, record: RequestRecord, given_up: bool) -> None:
         """A call that repeats one this client gave up on, in any of its sessions (on another replica, the server
         cannot tell): its span links to that call's and says why it was given up on, so tail sampling keeps it
-        and the server's span in its trace. Then a call given up on is remembered, for its own retries."""
+        and the server's span in its trace. Then a call given up on (`given_up`: by a cancel with this client's own
+        reason) is remembered, for its own retries."""
         if record.method != TOOLS_CALL or record.target is None:
             return
-        given_up = verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None
-        if not given_up and not self.given_up.holds_any:
-            return  # most calls: nothing to match, nothing to remember
         arguments = tool_arguments(record.params)
         repeated = self.given_up.find(self, record.target, arguments)
         if repeated is not None:

@@ -98,6 +98,7 @@ REQUEST_SPAN_ATTRIBUTES = frozenset(
 )
 
 GEN_AI_OPERATION_EXECUTE_TOOL = "execute_tool"
+INITIALIZE = "initialize"
 TOOLS_CALL = "tools/call"
 TOOLS_LIST = "tools/list"
 PROMPTS_GET = "prompts/get"

@@ -43,16 +43,16 @@ class GhostReporter:
     def __init__(self, instruments: Instruments, retries: RecentCalls,
                  fingerprints: CallFingerprints | None = None) -> None:
         self._instruments = instruments
-        self._retries = retries
-        self._fingerprints = fingerprints  # None: no key was given
+        self.retries = retries
+        self.fingerprints = fingerprints  # None: no key was given
 
     def fingerprint(self, record: RequestRecord, span: Span) -> None:
         """Put the call's fingerprint on `span` (its own, or its task's), if the replicas share a key."""
-        if self._fingerprints is None:  # no key was given: asked first, on every request
+        if self.fingerprints is None:  # no key was given: asked first, on every request
             return
         tool = called_tool(record)
         if tool is not None:
-            span.set_attribute(TOOL_CALL_FINGERPRINT, self._fingerprints.of(tool, tool_arguments(record.params)))
+            span.set_attribute(TOOL_CALL_FINGERPRINT, self.fingerprints.of(tool, tool_arguments(record.params)))
 
     def ghost(self, record: RequestRecord, span: Span, handler_outcome: str, why: str) -> None:
         """A ghost of `record`'s call found after it was concluded (a task's): marked on `span` and reported."""
@@ -106,14 +106,15 @@ class GhostReporter:
         LEDGER.record(tool, risk)
         if tool is not None and record.session is not None:
             arguments = tool_arguments(record.params)
-            self._retries.remember(record.session, tool, arguments, span.get_span_context(), risk)
+            self.retries.remember(record.session, tool, arguments, span.get_span_context(), risk)
 
     def match_retry(self, record: RequestRecord) -> None:
-        """Link `record`'s call to the ghost it repeats, if any (before its own ghost, if any, is remembered)."""
-        tool = called_tool(record) if self._retries.holds_any else None  # most requests: no ghost is remembered
+        """Link `record`'s call to the ghost it repeats, if any (before its own ghost, if any, is remembered).
+        Asked only while `retries` holds any."""
+        tool = called_tool(record)
         if tool is None or record.session is None:
             return
-        retried = self._retries.find(record.session, tool, tool_arguments(record.params))
+        retried = self.retries.find(record.session, tool, tool_arguments(record.params))
         if retried is not None:
             record.span.add_link(retried.span_context)
             record.span.set_attribute(TOOL_RETRIED_GHOST_RISK, retried.label)

@@ -129,7 +129,13 @@ class RequestTelemetry:
         # None when the user gave no hook: nothing to call on every request.
         self._user_hooks = options.user_hooks if options.user_hooks.installed else None
         self._recording = options.recording
+        # A user's hook and content capture are given a request's params as sent; else a hook may hand `open` a
+        # cheaper view of them that holds what the telemetry reads.
+        self.params_as_sent = self._user_hooks is not None or self._capture_content
         self.stopped = False  # uninstrument() ran: the hooks that would see answers are gone
+        # A hook set opens spans around requests for them to take (FastMCP's client spans): only then is one
+        # looked for, on every request.
+        self.spans_wait = False
 
     def parent(self, fields: Mapping[str, Any] | None) -> Context | None:
         """The context to parent the span on (`fields`: the request's params if a mapping); None: the ambient
@@ -165,7 +171,7 @@ class RequestTelemetry:
             start_attributes = request_attributes(method, known, fields, target, request_id, network_transport)
             if attributes:
                 start_attributes.update(attributes)
-            holder = self.waiting_span()
+            holder = self.waiting_span() if self.spans_wait else None
             span = holder.claim(method) if holder is not None else None
             if span is None:
                 holder = None

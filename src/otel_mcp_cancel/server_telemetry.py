@@ -152,14 +152,17 @@ class ServerTelemetry(RequestTelemetry):
         risk = None
         if verdict.ghost_handler_outcome is not None:
             risk = self.ghosts.mark(record, record.span, verdict.ghost_handler_outcome)
-        try:
-            self.ghosts.match_retry(record)  # before this ghost is remembered: it retries no other
-        except Exception:
-            fault("matching a retry")
-        try:
-            self.ghosts.fingerprint(record, record.span)
-        except Exception:
-            fault("fingerprinting a call")
+        ghosts = self.ghosts
+        if ghosts.retries.holds_any:  # most requests: no ghost is remembered
+            try:
+                ghosts.match_retry(record)  # before this ghost is remembered: it retries no other
+            except Exception:
+                fault("matching a retry")
+        if ghosts.fingerprints is not None:  # the replicas share a key
+            try:
+                ghosts.fingerprint(record, record.span)
+            except Exception:
+                fault("fingerprinting a call")
         if record.write_interrupted:
             record.span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
         if verdict.ghost_handler_outcome is not None and risk is not None:

@@ -88,7 +88,7 @@ class ClientHooksV1(ClientHooks):
         if self.active and self._telemetry.traced():
             try:
                 request = getattr(outgoing, "root", outgoing)  # FastMCP 2.x passes bare requests
-                params, request_id = wire_params(request), instance._request_id
+                params, request_id = wire_params(request, self._telemetry.params_as_sent), instance._request_id
                 record = self.open(request.method, params, request_id, instance._write_stream, checked=True)
             except Exception:
                 fault("opening a client span")

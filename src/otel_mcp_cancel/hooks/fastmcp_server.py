@@ -122,6 +122,8 @@ class FastMCPClientHooks(_LendsSpans, HookSet):
     makes none. The requests themselves go through the SDK's client session, which the SDK line's hooks
     trace; FastMCP's transports bind the SDK's transport helpers by name, each binding hooked too."""
 
+    offers_waiting_spans = True
+
     def hooks(self) -> list[Hook]:
         return [
             Hook("fastmcp.client.telemetry", "get_tracer", self.tracer),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,10 +72,44 @@ def http_peer(record: RequestRecord, message_metadata: object) -> None:
 WIRE_DUMP = {"by_alias": True, "mode": "json", "exclude_none": True}
 
 
-def wire_params(request: Any) -> dict[str, Any] | None:
-    """A 1.x request model's params as they go on the wire (with `_meta`), or None."""
+def wire_params(request: Any, as_sent: bool) -> dict[str, Any] | None:
+    """A 1.x request model's params by their names on the wire (with `_meta`), or None. `as_sent`: dumped as
+    they go on the wire, for a user's hook and content capture; else read off the model without dumping it
+    (the dump is the dearest step of a request's telemetry), the values as the model holds them: what the
+    telemetry itself reads (name, taskId, uri, arguments, the trace context in `_meta`) is the same."""
     params = getattr(request, "params", None)
-    return None if params is None else params.model_dump(**WIRE_DUMP)
+    if params is None:
+        return None
+    if as_sent or not _named_as_on_wire(type(params)):
+        return params.model_dump(**WIRE_DUMP)
+    # Copies, not comprehensions: this runs on every request. A field left unset is None, as absent to a reader.
+    fields = _values(params)
+    meta = fields.pop("meta", None)
+    if meta is not None:
+        fields["_meta"] = meta if type(meta) is dict else _values(meta)
+    uri = fields.get("uri")
+    if uri is not None and type(uri) is not str:
+        fields["uri"] = str(uri)  # a pydantic URL: on the wire, its text
+    return fields
+
+
+@functools.cache  # one entry per params class: a few dozen
+def _named_as_on_wire(kind: type) -> bool:
+    """Whether a pydantic params model names its fields as on the wire, but `meta` (`_meta`): the mcp 1.x
+    params classes do (1.12.3 to 1.30); a framework's own may not, and is dumped."""
+    fields = getattr(kind, "model_fields", None)
+    if not isinstance(fields, dict):
+        return False
+    return all((field.alias is None or (name, field.alias) == ("meta", "_meta")) for name, field in fields.items())
+
+
+def _values(model: Any) -> dict[str, Any]:
+    """A model's values by name, and its extras (`_meta`'s trace context is one)."""
+    values = dict(model.__dict__)
+    extra = getattr(model, "__pydantic_extra__", None)
+    if extra:
+        values.update(extra)
+    return values
 
 
 def arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
@@ -149,29 +184,35 @@ def cancel_reason(params: object) -> str | None:
     return bounded(reason) if isinstance(reason, str) else None
 
 
-async def observed(note: Callable[[HandlerEnd], None], wrapped: Any, args: Any, kwargs: Any) -> Any:
+async def observed(
+    note: Callable[[HandlerEnd], None],
+    wrapped: Any,
+    args: Any,
+    kwargs: Any,
+    note_exception: Callable[[BaseException], None] | None = None,
+) -> Any:
     """Run a handler, the user's function inside it, or a task's work, and `note` how it ended (a record's
-    first note wins: the innermost call that returned is where the side effects were done)."""
+    first note wins: the innermost call that returned is where the side effects were done), and
+    `note_exception` the exception it raised, if any."""
     try:
         result = await wrapped(*args, **kwargs)
     except anyio.get_cancelled_exc_class():
         note(HandlerEnd.INTERRUPTED)
         raise
-    except BaseException:
+    except BaseException as exc:
         note(HandlerEnd.RAISED)
+        if note_exception is not None and isinstance(exc, Exception):
+            note_exception(exc)
         raise
     note(HandlerEnd.RETURNED_TOOL_ERROR if is_tool_error(result) else HandlerEnd.RETURNED)
     return result
 
 
-async def observed_tool(record: RequestRecord, wrapped: Any, args: Any, kwargs: Any) -> Any:
-    """Run a framework's tool as `observed`, and note the exception it raised, if any: the framework turns it
-    into an isError result, and the span would otherwise never see it."""
-    try:
-        return await observed(record.note_handler, wrapped, args, kwargs)
-    except Exception as exc:
-        record.note_exception(exc)
-        raise
+def observed_tool(record: RequestRecord, wrapped: Any, args: Any, kwargs: Any) -> Any:
+    """Run a framework's tool as `observed`, noting the exception it raised, if any: the framework turns it
+    into an isError result, and the span would otherwise never see it. The coroutine to await: no layer of
+    its own."""
+    return observed(record.note_handler, wrapped, args, kwargs, record.note_exception)
 
 
 @dataclass(eq=False)
@@ -187,6 +228,7 @@ class HookSet:
     """One SDK line's hooks on one side, reporting to one telemetry object."""
 
     active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
+    offers_waiting_spans = False  # it opens spans around requests for them to take (`WaitingSpan`)
 
     def __init__(self, telemetry: Any) -> None:
         self._telemetry = telemetry
@@ -214,19 +256,21 @@ class FrameworkHooks(HookSet):
             *(Hook(module, "stdio_server", self.stdio_server) for module in stdio_bindings),
         ]
 
-    async def tool_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    # Not coroutines: each returns the one to await, the framework's own when no request is being served, so
+    # that no layer of ours is paid on the way.
+    def tool_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = current_record.get()
         if not self.active or record is None:
-            return await wrapped(*args, **kwargs)
+            return wrapped(*args, **kwargs)
         record.tool_registered = True  # the framework only runs tools it has registered
         record.registered_annotations = getattr(instance, "annotations", None)
-        return await observed_tool(record, wrapped, args, kwargs)
+        return observed_tool(record, wrapped, args, kwargs)
 
-    async def user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    def user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = current_record.get()
         if not self.active or record is None:
-            return await wrapped(*args, **kwargs)
-        return await observed(record.note_handler, wrapped, args, kwargs)
+            return wrapped(*args, **kwargs)
+        return observed(record.note_handler, wrapped, args, kwargs)
 
     async def session_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """mcp 1.x `Server.run` (or a framework's override of it): a session's serving loop, unless

@@ -27,7 +27,7 @@ from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import camel_case
-from otel_mcp_cancel.conventions import TOOLS_LIST
+from otel_mcp_cancel.conventions import INITIALIZE, TOOLS_LIST
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
@@ -106,7 +106,7 @@ class ServerHooksV1(FrameworkHooks):
             Hook("mcp.server.session", "ServerSession._received_request", self._received_request),
             Hook("mcp.shared.session", "RequestResponder.respond", self._respond),
             Hook("mcp.shared.session", "RequestResponder.cancel", self._cancel),
-            Hook("mcp.shared.session", "BaseSession._receive_loop", self._receive_loop),
+            Hook("mcp.server.session", "ServerSession._receive_loop", self._receive_loop),
             Hook("mcp.server.streamable_http", "StreamableHTTPServerTransport._clean_up_memory_streams",
                  self.request_stream_closing),
             # A cancel for a request no longer in flight reaches nothing but this validation.
@@ -117,16 +117,19 @@ class ServerHooksV1(FrameworkHooks):
     def _open(self, responder: Any, server: Any, session: Any) -> RequestRecord | None:
         request = responder.request.root
         transport = network_transport(responder.message_metadata)
-        params = wire_params(request)
+        params = wire_params(request, self._telemetry.params_as_sent)
         record = self._telemetry.open(request.method, params, responder.request_id, transport, checked=True)
         if record is not None:
             record.server, record.session = server, session
-            record.protocol_version = _negotiated_version(session)
             try:
-                record.in_session = self._telemetry.sessions.of(session._read_stream)
+                record.in_session = in_session = self._telemetry.sessions.of(session._read_stream)
                 http_peer(record, responder.message_metadata)
             except Exception:
+                in_session = None
                 fault("reading a request's session and peer")
+            # Its session knows the version once a request in it was served; before that, it is negotiated now.
+            known = in_session.protocol_version if in_session is not None else None
+            record.protocol_version = known if known is not None else _negotiated_version(session)
         return record
 
     async def _serve(self, record: RequestRecord, responder: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
@@ -140,7 +143,9 @@ class ServerHooksV1(FrameworkHooks):
             finally:
                 LIVE.discard(responder, record)
 
-    async def _handle_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    def _handle_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """Not a coroutine: a request that is not traced is handed on as the SDK's own coroutine, and a traced
+        one is served by one layer of ours (every layer is paid again on every request)."""
         record = responder = None
         if self.active and self._telemetry.traced():
             try:
@@ -150,25 +155,31 @@ class ServerHooksV1(FrameworkHooks):
             except Exception:
                 fault("opening a server span")
         if record is None:
-            return await wrapped(*args, **kwargs)
-        return await self._serve(record, responder, wrapped, args, kwargs)
+            return wrapped(*args, **kwargs)
+        return self._serve(record, responder, wrapped, args, kwargs)
 
-    async def _received_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """`initialize` is answered here, in the receive loop, and never reaches `Server._handle_request`."""
+    def _received_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """`initialize` is answered here, in the receive loop, and never reaches `Server._handle_request`. Not a
+        coroutine: every other request passes through as the SDK's own coroutine."""
         record = responder = None
         try:
             responder = args[0] if args else kwargs["responder"]
-            initialize = isinstance(responder.request.root, types.InitializeRequest)  # asked first: it is rare
+            initialize = getattr(responder.request.root, "method", None) == INITIALIZE  # asked first: it is rare
             if initialize and self.active and self._telemetry.traced():
                 record = self._open(responder, None, instance)
         except Exception:
             fault("opening a server span")
         if record is None:
-            return await wrapped(*args, **kwargs)
+            return wrapped(*args, **kwargs)
+        return self._serve_initialize(record, responder, instance, wrapped, args, kwargs)
+
+    async def _serve_initialize(
+        self, record: RequestRecord, responder: Any, session: Any, wrapped: Any, args: Any, kwargs: Any
+    ) -> Any:
         try:
             return await self._serve(record, responder, wrapped, args, kwargs)
         finally:
-            record.protocol_version = _negotiated_version(instance)
+            record.protocol_version = _negotiated_version(session)
 
     async def _respond(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         late = _acknowledged(instance)
