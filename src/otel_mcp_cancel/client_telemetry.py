@@ -9,6 +9,7 @@ from opentelemetry.trace import SpanKind, Tracer
 from otel_mcp_cancel.attributes import bounded, message_field, tool_arguments
 from otel_mcp_cancel.conventions import (
     CANCEL_REASON_TIMEOUT,
+    INITIALIZE,
     OUTCOME_CANCELLED,
     TOOL_CANCEL_REASON,
     TOOL_RETRIED_CANCEL_REASON,
@@ -24,7 +25,7 @@ from otel_mcp_cancel.session_telemetry import SessionTelemetry
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
 # The answers that carry the protocol version a session speaks: the handshake's, and the 2026-07-28 discovery's.
-VERSION_METHODS = frozenset({"initialize", "server/discover"})
+VERSION_METHODS = frozenset({INITIALIZE, "server/discover"})
 
 
 class ClientTelemetry(RequestTelemetry):
@@ -56,10 +57,10 @@ class ClientTelemetry(RequestTelemetry):
         return record.cancel_reason == CANCEL_REASON_TIMEOUT  # the client's reasons are its own: timeout | caller
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
-        # The client's reason is bounded (timeout | caller): an attribute too, so "our own timeouts" is a query.
-        if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
-            record.span.set_attribute(TOOL_CANCEL_REASON, record.cancel_reason)
         given_up = verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None
+        # The client's reason is bounded (timeout | caller): an attribute too, so "our own timeouts" is a query.
+        if given_up:
+            record.span.set_attribute(TOOL_CANCEL_REASON, record.cancel_reason)
         if given_up or self.given_up.holds_any:  # most calls: nothing to match, nothing to remember
             try:
                 self.match_retry(record, given_up)

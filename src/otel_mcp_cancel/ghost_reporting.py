@@ -47,9 +47,8 @@ class GhostReporter:
         self.fingerprints = fingerprints  # None: no key was given
 
     def fingerprint(self, record: RequestRecord, span: Span) -> None:
-        """Put the call's fingerprint on `span` (its own, or its task's), if the replicas share a key."""
-        if self.fingerprints is None:  # no key was given: asked first, on every request
-            return
+        """Put the call's fingerprint on `span` (its own, or its task's). Asked only when the replicas share a key
+        (`fingerprints`)."""
         tool = called_tool(record)
         if tool is not None:
             span.set_attribute(TOOL_CALL_FINGERPRINT, self.fingerprints.of(tool, tool_arguments(record.params)))
@@ -69,7 +68,7 @@ class GhostReporter:
         ghost = {TOOL_HANDLER_OUTCOME: handler_outcome, TOOL_GHOST_RISK: risk}
         span.set_attributes(ghost)
         span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
-        if span is not record.span:  # a task's ghost: its span is joined to retries elsewhere too
+        if span is not record.span and self.fingerprints is not None:  # a task's ghost: joined to retries elsewhere
             with contained("fingerprinting a call"):
                 self.fingerprint(record, span)
         return risk
