@@ -64,7 +64,7 @@ async def test_a_string_id_for_an_integer_request(captured) -> None:
 
 
 async def test_random_tool_names_do_not_grow_metric_series(captured) -> None:
-    cached_before = attributes._metric_attributes.cache_info().currsize
+    cached_before = attributes.metric_attributes.cache_info().currsize
     async with raw_session(notes_server(Gates())) as peer:
         for n in range(10_000):
             await peer.call(n, "tools/call", {"name": f"random-{n}-" + "x" * 500, "arguments": {}})
@@ -75,7 +75,7 @@ async def test_random_tool_names_do_not_grow_metric_series(captured) -> None:
     assert {s.name for s in spans} == {"tools/call", "tools/call echo"}
     assert max(len(s.attributes["gen_ai.tool.name"]) for s in spans) == 256
     # The shared metric attribute sets are keyed by folded names: invented ones add one entry, not 10,000.
-    assert attributes._metric_attributes.cache_info().currsize - cached_before <= 3
+    assert attributes.metric_attributes.cache_info().currsize - cached_before <= 3
     assert len(LIVE) == 0
 
 

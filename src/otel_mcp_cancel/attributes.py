@@ -152,18 +152,6 @@ def request_fields(params: object) -> Mapping[str, Any] | None:
     return params if type(params) is dict or is_mapping(params) else None
 
 
-def target_name(fields: Mapping[str, Any] | None) -> str | None:
-    """The tool or prompt name a request's `request_fields` name, if it is a string."""
-    name = fields.get("name") if fields is not None else None
-    return name[:MAX_ATTRIBUTE_LENGTH] if isinstance(name, str) else None
-
-
-def named_task(method: str, fields: Mapping[str, Any] | None) -> str | None:
-    """The task a `tasks/*` request's `request_fields` name (`taskId`), cut to size."""
-    task_id = fields.get("taskId") if fields is not None and method in TASK_METHODS else None
-    return bounded(task_id) if isinstance(task_id, str) else None
-
-
 def tool_arguments(params: object) -> Any:
     """The arguments a tools/call request carries, as sent (None if its params are not a mapping)."""
     fields = request_fields(params)
@@ -190,27 +178,35 @@ def request_attributes(
     method: str,
     method_known: bool,
     fields: Mapping[str, Any] | None,
-    target: str | None,
     request_id: object,
     network_transport: str | None,
-) -> dict[str, Any]:
-    """Span attributes known when a request arrives. A method not in the protocol's list gets its
-    attributes once the request is over, when it is known whether the server serves it."""
+) -> tuple[dict[str, Any], str | None, str | None]:
+    """What a request's `request_fields` tell as it arrives: its span attributes, the tool or prompt name it
+    names (cut to size), and the task a `tasks/*` request names (`taskId`, cut to size). One call: it runs on
+    every request. A method not in the protocol's list gets its attributes once the request is over, when it
+    is known whether the server serves it."""
     attributes: dict[str, Any] = {MCP_METHOD_NAME: method[:MAX_ATTRIBUTE_LENGTH]} if method_known else {}
     if request_id is not None:
         attributes[JSONRPC_REQUEST_ID] = str(request_id)[:MAX_ATTRIBUTE_LENGTH]
+    target = task_id = uri = None
+    if fields is not None:
+        name = fields.get("name")
+        target = name[:MAX_ATTRIBUTE_LENGTH] if isinstance(name, str) else None
+        uri = fields.get("uri")
+        if method in TASK_METHODS:
+            named = fields.get("taskId")
+            task_id = bounded(named) if isinstance(named, str) else None
     if method == TOOLS_CALL:
         attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
         if target is not None:
             attributes[GEN_AI_TOOL_NAME] = target
     elif method == PROMPTS_GET and target is not None:
         attributes[GEN_AI_PROMPT_NAME] = target
-    uri = fields.get("uri") if fields is not None else None
     if isinstance(uri, str):
         attributes[MCP_RESOURCE_URI] = bounded(uri)
     if network_transport is not None:
         attributes[NETWORK_TRANSPORT] = network_transport
-    return attributes
+    return attributes, target, task_id
 
 
 def verdict_attributes(method: str, verdict: Verdict) -> dict[str, Any]:
@@ -227,38 +223,22 @@ def verdict_attributes(method: str, verdict: Verdict) -> dict[str, Any]:
     return attributes
 
 
+# Keyed by folded values only (a method, tool or prompt name the server does not serve is _OTHER: see
+# `RequestRecord.metric_attributes`), so a peer's invented names cannot churn the cache.
+@functools.lru_cache(maxsize=1024)
 def metric_attributes(
     method: str,
-    method_known: bool,
     tool_name: str | None,
-    tool_registered: bool,
     protocol_version: str | None,
     network_transport: str | None,
     http_version: str | None,
     outcome: tuple[tuple[str, Any], ...] = (),
 ) -> dict[str, Any]:
-    """The allow-listed, low-cardinality attributes every server metric shares, and a verdict's.
+    """The allow-listed, low-cardinality attributes every metric of a request shares, and a verdict's.
 
     `tool_name` is the request's target: a tool's name, or a prompt's (prompts/get). Never request ids,
-    session ids or reasons. A method, tool or prompt name the server does not serve becomes _OTHER, so random
-    names cannot grow the series count. Built once per distinct folded set and shared between records: never
-    mutate the result.
+    session ids or reasons. Built once per distinct set and shared between records: never mutate the result.
     """
-    folded_tool = tool_name if tool_registered or tool_name is None else OTHER
-    return _metric_attributes(method if method_known else OTHER, folded_tool, protocol_version, network_transport,
-                              http_version, outcome)
-
-
-# Keyed by folded values only, so a peer's invented names cannot churn the cache.
-@functools.lru_cache(maxsize=1024)
-def _metric_attributes(
-    method: str,
-    tool_name: str | None,
-    protocol_version: str | None,
-    network_transport: str | None,
-    http_version: str | None,
-    outcome: tuple[tuple[str, Any], ...],
-) -> dict[str, Any]:
     attributes: dict[str, Any] = {MCP_METHOD_NAME: bounded(method)}
     if method == TOOLS_CALL:
         attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL

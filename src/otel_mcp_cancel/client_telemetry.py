@@ -61,7 +61,7 @@ class ClientTelemetry(RequestTelemetry):
         # The client's reason is bounded (timeout | caller): an attribute too, so "our own timeouts" is a query.
         if given_up:
             record.span.set_attribute(TOOL_CANCEL_REASON, record.cancel_reason)
-        if given_up or self.given_up.holds_any:  # most calls: nothing to match, nothing to remember
+        if given_up or self.given_up.held:  # most calls: nothing to match, nothing to remember
             try:
                 self.match_retry(record, given_up)
             except Exception:

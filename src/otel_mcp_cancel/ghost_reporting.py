@@ -10,7 +10,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import bounded, camel_case, metric_attributes, tool_arguments
+from otel_mcp_cancel.attributes import bounded, camel_case, tool_arguments
 from otel_mcp_cancel.conventions import (
     EVENT_GHOST_RETRIED,
     EVENT_GHOST_SUPPRESSED,
@@ -30,7 +30,7 @@ from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.ghosts import LEDGER
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import ghost_risk
-from otel_mcp_cancel.request_state import RequestRecord, metric_fields
+from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
 
 logger = logging.getLogger("otel_mcp_cancel")
@@ -134,4 +134,4 @@ def called_tool(record: RequestRecord) -> str | None:
 
 def _metric_attributes(record: RequestRecord, keys: frozenset[str]) -> dict:
     """A new dict of the request's shared metric attributes named in `keys`."""
-    return {key: value for key, value in metric_attributes(*metric_fields(record)).items() if key in keys}
+    return {key: value for key, value in record.metric_attributes().items() if key in keys}

@@ -19,6 +19,8 @@ from typing import Any
 
 from opentelemetry.trace import Span
 
+from otel_mcp_cancel.attributes import metric_attributes
+from otel_mcp_cancel.conventions import OTHER
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.session_telemetry import SessionRecord
 
@@ -59,6 +61,19 @@ class RequestRecord:
     # learns its caller was told, ahead of whatever that caller sends next).
     on_result: Callable[[RequestRecord], None] | None = None
 
+    def metric_attributes(self, outcome: tuple[tuple[str, Any], ...] = ()) -> dict[str, Any]:
+        """Its metrics' shared attributes (and a verdict's `outcome`): a method, tool or prompt name the server
+        does not serve is _OTHER, so random names cannot grow the series count. Shared: never mutate it."""
+        target = self.target
+        return metric_attributes(
+            self.method if self.method_known else OTHER,
+            target if self.tool_registered or target is None else OTHER,
+            self.protocol_version,
+            self.network_transport,
+            self.http_version,
+            outcome,
+        )
+
     def note_handler(self, end: HandlerEnd) -> None:
         if self.handler is None:
             self.handler = end
@@ -92,19 +107,6 @@ class RequestRecord:
             self.cancelled = True
             self.cancel_reason = reason
             self.cancel_time_ns = at_ns if at_ns is not None else time.time_ns()
-
-
-def metric_fields(record: RequestRecord) -> tuple[str, bool, str | None, bool, str | None, str | None, str | None]:
-    """What a request's metric attributes are made of, in `attributes.metric_attributes`' order."""
-    return (
-        record.method,
-        record.method_known,
-        record.target,
-        record.tool_registered,
-        record.protocol_version,
-        record.network_transport,
-        record.http_version,
-    )
 
 
 # The inbound request being served, and the outbound request being sent, in this task. Two variables:

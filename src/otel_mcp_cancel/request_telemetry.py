@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,12 +24,9 @@ from otel_mcp_cancel.attributes import (
     captured_content,
     exception_attributes,
     method_attributes,
-    metric_attributes,
-    named_task,
     request_attributes,
     request_fields,
     span_name,
-    target_name,
     tool_arguments,
     verdict_attributes,
 )
@@ -50,14 +47,14 @@ from otel_mcp_cancel.conventions import (
 from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.liveness import Recording
 from otel_mcp_cancel.outcome import Verdict, classify
-from otel_mcp_cancel.request_state import RequestRecord, metric_fields
+from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.user_hooks import UserHooks
 
 EXCEPTION_EVENT = "exception"  # OpenTelemetry's own event name
 
 
 class Serving:
-    """While a request runs: its record and its span are current; as it ends, it is finished in the span's
+    """While a request runs: its record and its span are current; as it ends, it is concluded in the span's
     context (the ghost WARNING and the metrics' exemplars point at it). A class, not a generator-based
     context manager: it runs on every request."""
 
@@ -73,11 +70,20 @@ class Serving:
         return record
 
     def __exit__(self, *exc_info: object) -> None:
+        telemetry, record = self._telemetry, self._record
+        ended = False
         try:
-            self._telemetry.finish(self._record)
+            # In flight across uninstrument(), its answer unseen: no verdict rather than a wrong one.
+            if not telemetry.stopped or record.answer is not None or record.cancelled:
+                ended = telemetry.conclude(record)
         finally:
+            if not ended and record.ends_span:  # whatever failed above, the span still ends
+                try:
+                    record.span.end()
+                except Exception:
+                    fault(f"ending a {telemetry.role} span")
             otel_context.detach(self._context_token)
-            self._telemetry.current.reset(self._record_token)
+            telemetry.current.reset(self._record_token)
 
 
 class WaitingSpan(Span):
@@ -112,6 +118,9 @@ class RequestTelemetry:
     # The methods that keep their name when a request arrives (else _OTHER until `resolve` knows better);
     # None: every method (data, not a method: asked twice on every request).
     known_methods: frozenset[str] | None = None
+    # The context a request's `request_fields` say to parent its span on (a server's peer's trace context), or
+    # None: the ambient one. Data, not a method, as above.
+    parent_context: Callable[[Mapping[str, Any] | None], Context | None] | None = None
 
     def __init__(
         self,
@@ -136,11 +145,8 @@ class RequestTelemetry:
         # A hook set opens spans around requests for them to take (FastMCP's client spans): only then is one
         # looked for, on every request.
         self.spans_wait = False
-
-    def parent(self, fields: Mapping[str, Any] | None) -> Context | None:
-        """The context to parent the span on (`fields`: the request's params if a mapping); None: the ambient
-        one."""
-        return None
+        # Told of the answer of a request that names a task, as it is written (see `RequestRecord.on_result`).
+        self.on_task_answer: Callable[[RequestRecord], None] | None = None
 
     def traced(self) -> bool:
         """Whether a request arriving now gets a span: something records, and instrumentation is not
@@ -163,20 +169,21 @@ class RequestTelemetry:
         if not checked and not self.traced():
             return None
         try:
-            fields = request_fields(params)
+            fields = params if type(params) is dict else request_fields(params)
             known = self.known_methods is None or method in self.known_methods
-            target = target_name(fields)
+            start_attributes, target, task_id = request_attributes(method, known, fields, request_id,
+                                                                   network_transport)
             name = span_name(method if known else OTHER, target if self.names_target_at_start else None,
                              target_registered=True)
-            start_attributes = request_attributes(method, known, fields, target, request_id, network_transport)
             if attributes:
                 start_attributes.update(attributes)
             holder = self.waiting_span() if self.spans_wait else None
             span = holder.claim(method) if holder is not None else None
             if span is None:
                 holder = None
-                span = self.tracer.start_span(name, context=self.parent(fields), kind=self.kind,
-                                               attributes=start_attributes)
+                parent = self.parent_context
+                span = self.tracer.start_span(name, context=parent(fields) if parent is not None else None,
+                                               kind=self.kind, attributes=start_attributes)
             else:  # another instrumentation's span, opened for this request: now ours
                 span.update_name(name)
                 span.set_attributes(start_attributes)
@@ -184,7 +191,8 @@ class RequestTelemetry:
             if holder is not None:
                 record.ends_span = False
                 holder.claimed_by(record, self._capture_content)
-            record.task_id = named_task(method, fields)
+            if task_id is not None:  # most requests name no task
+                record.task_id, record.on_result = task_id, self.on_task_answer
             if self._user_hooks is not None:
                 self._user_hooks.on_request(self.role, record)
             return record
@@ -196,24 +204,7 @@ class RequestTelemetry:
         """A span opened around this request by another instrumentation, offered to be its span."""
         return None
 
-    def serving(self, record: RequestRecord) -> Serving:
-        """Make the record and its span current while the request runs, then finish it."""
-        return Serving(self, record)
-
-    def finish(self, record: RequestRecord) -> None:
-        ended = False
-        try:
-            if self.stopped and record.answer is None and not record.cancelled:
-                return  # in flight across uninstrument(), its answer unseen: no verdict rather than a wrong one
-            ended = self._conclude(record)
-        finally:
-            if not ended and record.ends_span:  # whatever failed above, the span still ends
-                try:
-                    record.span.end()
-                except Exception:
-                    fault(f"ending a {self.role} span")
-
-    def _conclude(self, record: RequestRecord) -> bool:
+    def conclude(self, record: RequestRecord) -> bool:
         """Classify, describe, measure and end; whether it ended the span. Each part is contained on its own:
         a failing detail (a lookup, a risk, a hook) loses only itself, never the name, outcome, status or
         duration."""
@@ -227,7 +218,7 @@ class RequestTelemetry:
                 record.handler,
                 record.answer,
                 record.cancelled,
-                timed_out=self.timed_out(record),
+                timed_out=record.cancelled and self.timed_out(record),
                 cancelled_is_error=self._cancelled_is_error,
                 caller_faults_unset=self.kind is SpanKind.SERVER,
             )
@@ -271,7 +262,7 @@ class RequestTelemetry:
         if self._user_hooks is not None:
             self._user_hooks.on_response(role, record, verdict)  # after ours: the user's word is last
         try:
-            metric = metric_attributes(*metric_fields(record), tuple(outcome.items()))
+            metric = record.metric_attributes(tuple(outcome.items()))
             self._duration.record(time.perf_counter() - record.started, metric)
         except Exception:
             fault(f"measuring a {role} request")

@@ -70,7 +70,9 @@ class RecentCalls:
         self.window_seconds = window_seconds
         self._key = secrets.token_bytes(32)
         self._lock = threading.Lock()
-        self._calls: OrderedDict[tuple[int, str, bytes], Remembered] = OrderedDict()
+        # The calls remembered. Read without the lock to ask whether any is (an attribute, not a method: asked on
+        # every request); while none is, a caller need not even look.
+        self.held: OrderedDict[tuple[int, str, bytes], Remembered] = OrderedDict()
 
     def _fingerprint(self, scope: object, tool: str, arguments: Any) -> tuple[int, str, bytes]:
         return session_number(scope), tool, hmac.new(self._key, _canonical(arguments), hashlib.sha256).digest()
@@ -78,30 +80,25 @@ class RecentCalls:
     def remember(self, scope: object, tool: str, arguments: Any, span_context: SpanContext, label: str) -> None:
         key = self._fingerprint(scope, tool, arguments)
         with self._lock:
-            self._calls.pop(key, None)
-            self._calls[key] = Remembered(span_context, label, time.monotonic())
-            while len(self._calls) > CAPACITY:
-                self._calls.popitem(last=False)
-
-    @property
-    def holds_any(self) -> bool:
-        """Whether any call is remembered (a lock-free read): while none is, a caller need not even look."""
-        return bool(self._calls)
+            self.held.pop(key, None)
+            self.held[key] = Remembered(span_context, label, time.monotonic())
+            while len(self.held) > CAPACITY:
+                self.held.popitem(last=False)
 
     def find(self, scope: object, tool: str, arguments: Any) -> Remembered | None:
         """The call this one repeats, if any."""
-        if not self._calls:
+        if not self.held:
             return None
         key = self._fingerprint(scope, tool, arguments)
         with self._lock:
             self._forget_expired()
-            return self._calls.get(key)
+            return self.held.get(key)
 
     def _forget_expired(self) -> None:
         horizon = time.monotonic() - self.window_seconds
-        while self._calls and next(iter(self._calls.values())).seen_at < horizon:
-            self._calls.popitem(last=False)
+        while self.held and next(iter(self.held.values())).seen_at < horizon:
+            self.held.popitem(last=False)
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._calls)
+            return len(self.held)

@@ -49,6 +49,7 @@ class ServerTelemetry(RequestTelemetry):
     kind = SpanKind.SERVER
     role = "server"
     known_methods = KNOWN_METHODS  # a peer's invented method is _OTHER unless the server serves it
+    parent_context = staticmethod(parent_context)  # a client put its trace context in the request's `_meta`
 
     def __init__(
         self,
@@ -66,6 +67,7 @@ class ServerTelemetry(RequestTelemetry):
         self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=self.ghosts,
                                    after_session=self._flush_if_stdio)
         self.sessions = SessionTelemetry(instruments.server_session_duration, on_close=self.tasks.session_ended)
+        self.on_task_answer = self.tasks.answered
         self.flusher = flusher or Flusher()
 
     def hung_up(self, session: SessionRecord | None) -> None:
@@ -89,17 +91,6 @@ class ServerTelemetry(RequestTelemetry):
     def _flush_if_stdio(self, session: SessionRecord | None) -> None:
         if session is not None and session.over_stdio:
             self.flusher.flush_soon()
-
-    def parent(self, fields: Mapping[str, Any] | None) -> Context | None:
-        return parent_context(fields)
-
-    def open(
-        self, method: str, params: Any, request_id: object, network_transport: str | None, *, checked: bool = False
-    ) -> RequestRecord | None:
-        record = super().open(method, params, request_id, network_transport, checked=checked)
-        if record is not None and record.task_id is not None:
-            record.on_result = self.tasks.answered
-        return record
 
     def cancel_received(
         self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None
@@ -131,8 +122,8 @@ class ServerTelemetry(RequestTelemetry):
         if record.method == PROMPTS_GET:
             # A prompt the server answered for is one it serves: its name is bounded by the server's prompts.
             record.tool_registered = record.answer is not None and record.answer.kind is AnswerKind.RESULT
-        tool = called_tool(record)
-        if tool is not None and not record.tool_registered and record.server is not None:
+        tool = called_tool(record) if not record.tool_registered and record.server is not None else None
+        if tool is not None:
             # A framework's registry speaks for a call whose tool the framework never ran: cancelled before,
             # rejected by its middleware, or handed to a task engine.
             record.tool_registered = tool_registry.is_registered(record.server, tool)
@@ -153,7 +144,7 @@ class ServerTelemetry(RequestTelemetry):
         if verdict.ghost_handler_outcome is not None:
             risk = self.ghosts.mark(record, record.span, verdict.ghost_handler_outcome)
         ghosts = self.ghosts
-        if ghosts.retries.holds_any:  # most requests: no ghost is remembered
+        if ghosts.retries.held:  # most requests: no ghost is remembered
             try:
                 ghosts.match_retry(record)  # before this ghost is remembered: it retries no other
             except Exception:

@@ -32,7 +32,6 @@ from otel_mcp_cancel.attributes import (
     bounded,
     is_tool_error,
     message_field,
-    metric_attributes,
     span_name,
     verdict_attributes,
 )
@@ -68,7 +67,7 @@ from otel_mcp_cancel.outcome import (
     task_status,
     undelivered_ghost,
 )
-from otel_mcp_cancel.request_state import RequestRecord, metric_fields
+from otel_mcp_cancel.request_state import RequestRecord
 
 # Tasks followed at once, settled ones included (a late `tasks/cancel` is judged against them); oldest out.
 CAPACITY = 10_000
@@ -346,7 +345,7 @@ class TaskTelemetry:
             span.update_name(span_name(TASK_SPAN_PREFIX, creation.target, target_registered=creation.tool_registered))
         with contained("measuring a task"), trace.use_span(span, record_exception=False, set_status_on_exception=False):
             outcome = verdict_attributes(TOOLS_CALL, task.verdict)
-            attributes = metric_attributes(*metric_fields(creation), tuple(outcome.items()))
+            attributes = creation.metric_attributes(tuple(outcome.items()))
             self._record_duration(task.took, attributes)
 
     def session_ended(self, session: object, *, every_task: bool = False) -> None:

@@ -23,6 +23,7 @@ from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import WIRE_DUMP, ClientHooks, note_result, wire_params
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import error_answer
+from otel_mcp_cancel.request_telemetry import Serving
 
 # 1.x reports its own read timeout as an HTTP-like 408, which no JSON-RPC peer sends.
 _READ_TIMEOUT_CODE = 408
@@ -36,9 +37,7 @@ class TracedRequest(wrapt.ObjectProxy):  # type: ignore[misc]
     with `model_dump(**WIRE_DUMP)`, and sends that (1.12.3 to 1.30). The caller's request, its params
     and its `_meta` are never changed: a caller may reuse or inspect them."""
 
-    def __init__(self, request: Any, carrier: dict[str, str]) -> None:
-        super().__init__(request)
-        self._self_carrier = carrier
+    _self_carrier: dict[str, str]  # the trace context, set as it is made (a constructor of ours is one more call)
 
     def model_dump(self, *args: Any, **kwargs: Any) -> Any:
         # Dumped now, not reused from the span's: a hook wrapped inside ours may have changed the request.
@@ -54,7 +53,11 @@ def with_trace_context(request: Any) -> Any:
     """The request to send in place of `request`: traced, if there is trace context to send."""
     carrier: dict[str, str] = {}
     inject(carrier)
-    return TracedRequest(request, carrier) if carrier else request
+    if not carrier:
+        return request
+    traced = TracedRequest(request)
+    traced._self_carrier = carrier
+    return traced
 
 
 async def _courtesy_cancel(session: Any, request_id: object, reason: str) -> None:
@@ -94,7 +97,7 @@ class ClientHooksV1(ClientHooks):
                 fault("opening a client span")
         if record is None:
             return await wrapped(*args, **kwargs)
-        with self._telemetry.serving(record):
+        with Serving(self._telemetry, record):
             try:
                 traced = with_trace_context(outgoing)
                 args, kwargs = ((traced, *args[1:]), kwargs) if args else (args, {**kwargs, "request": traced})

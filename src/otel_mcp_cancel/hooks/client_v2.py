@@ -22,6 +22,7 @@ from otel_mcp_cancel.hooks.observations import ClientHooks, arg, note_result
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import error_answer
 from otel_mcp_cancel.request_state import current_client_record
+from otel_mcp_cancel.request_telemetry import Serving
 
 
 class ClientHooksV2(ClientHooks):
@@ -50,7 +51,7 @@ class ClientHooksV2(ClientHooks):
                 fault("opening a client span")
         if record is None:
             return await wrapped(*args, **kwargs)
-        with self._telemetry.serving(record):
+        with Serving(self._telemetry, record):
             try:
                 result = await wrapped(*args, **kwargs)
             except anyio.get_cancelled_exc_class():

@@ -20,7 +20,7 @@ from opentelemetry.trace import get_tracer
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.fastmcp_spans import FASTMCP_SCOPE, fastmcp_tracer
-from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg, observed_tool
+from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg, observed
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record
 
@@ -114,7 +114,8 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
             if tool is not None:
                 record.tool_registered = True
                 record.registered_annotations = tool.annotations
-        return await observed_tool(record, wrapped, args, kwargs)
+        # The exception it raised, if any, is noted: FastMCP turns it into an isError result.
+        return await observed(record.note_handler, wrapped, args, kwargs, record.note_exception)
 
 
 class FastMCPClientHooks(_LendsSpans, HookSet):

@@ -130,13 +130,19 @@ def created_task(result: object) -> CreatedTask | None:
     2025-11-25), flat with `resultType: "task"` (the 2026-07-28 tasks extension), or a stub result naming
     it in `_meta` (FastMCP 2.x, a draft of 2025-11-25)."""
     values = model_values(result)
-    if (
-        values is not None
-        and "task" not in (values.get("resultType"), values.get("result_type"))
-        and values.get("task") is None
-        and values.get("meta") is None
-    ):
-        return None  # a plain model that names no task: most answers, decided in one look
+    return None if values is not None and not _may_name_task(values) else _named_task(result)
+
+
+def _may_name_task(values: dict[str, Any]) -> bool:
+    """Whether a plain model's `model_values` may name a task: most answers are decided in this one look."""
+    return (
+        "task" in (values.get("resultType"), values.get("result_type"))
+        or values.get("task") is not None
+        or values.get("meta") is not None
+    )
+
+
+def _named_task(result: object) -> CreatedTask | None:
     if message_field(result, "resultType") == "task":
         task = result
     else:
@@ -156,12 +162,17 @@ def note_result(record: RequestRecord, result: object) -> None:
     if record.answer is not None:
         return
     record.result = result
-    task = created_task(result) if record.method == TOOLS_CALL else None
-    if task is not None:
-        record.task_id, record.task_ttl = task.task_id, task.ttl
-        record.note_answer(Answer.result(False, task_status=task_status(task.status)))
+    values = model_values(result)
+    if values is not None and (record.method != TOOLS_CALL or not _may_name_task(values)):
+        # A plain model (most answers): what it holds decides, in one look.
+        record.note_answer(Answer.result(values.get("is_error") is True or values.get("isError") is True))
     else:
-        record.note_answer(Answer.result(is_tool_error(result)))
+        task = _named_task(result) if record.method == TOOLS_CALL else None
+        if task is not None:
+            record.task_id, record.task_ttl = task.task_id, task.ttl
+            record.note_answer(Answer.result(False, task_status=task_status(task.status)))
+        else:
+            record.note_answer(Answer.result(is_tool_error(result)))
     if record.on_result is not None:
         with contained("telling a task of its answer"):
             record.on_result(record)
@@ -206,13 +217,6 @@ async def observed(
         raise
     note(HandlerEnd.RETURNED_TOOL_ERROR if is_tool_error(result) else HandlerEnd.RETURNED)
     return result
-
-
-def observed_tool(record: RequestRecord, wrapped: Any, args: Any, kwargs: Any) -> Any:
-    """Run a framework's tool as `observed`, noting the exception it raised, if any: the framework turns it
-    into an isError result, and the span would otherwise never see it. The coroutine to await: no layer of
-    its own."""
-    return observed(record.note_handler, wrapped, args, kwargs, record.note_exception)
 
 
 @dataclass(eq=False)
@@ -264,7 +268,8 @@ class FrameworkHooks(HookSet):
             return wrapped(*args, **kwargs)
         record.tool_registered = True  # the framework only runs tools it has registered
         record.registered_annotations = getattr(instance, "annotations", None)
-        return observed_tool(record, wrapped, args, kwargs)
+        # The exception it raised, if any, is noted: the framework turns it into an isError result.
+        return observed(record.note_handler, wrapped, args, kwargs, record.note_exception)
 
     def user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record = current_record.get()

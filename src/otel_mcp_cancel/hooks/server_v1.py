@@ -27,20 +27,21 @@ from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import camel_case
-from otel_mcp_cancel.conventions import INITIALIZE, TOOLS_LIST
+from otel_mcp_cancel.conventions import INITIALIZE, NETWORK_TRANSPORT_TCP, TOOLS_LIST
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
     cancel_reason,
     http_peer,
     is_tool_error,
-    network_transport,
     note_result,
+    stdio_transport,
     wire_params,
 )
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord
+from otel_mcp_cancel.request_telemetry import Serving
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.fastmcp.server", "mcp")
@@ -59,11 +60,6 @@ def _handler_end(response: Any) -> HandlerEnd:
     if isinstance(response, types.ErrorData):
         return HandlerEnd.RAISED
     return HandlerEnd.RETURNED_TOOL_ERROR if is_tool_error(response) else HandlerEnd.RETURNED
-
-
-def _acknowledged(responder: Any) -> bool:
-    """`cancel()` already answered this id with its acknowledgement."""
-    return getattr(responder, "_completed", False) and getattr(responder, "cancelled", False)
 
 
 def _answering(responder: Any) -> bool:
@@ -115,15 +111,17 @@ class ServerHooksV1(FrameworkHooks):
         ]
 
     def _open(self, responder: Any, server: Any, session: Any) -> RequestRecord | None:
-        request = responder.request.root
-        transport = network_transport(responder.message_metadata)
+        request, metadata = responder.request.root, responder.message_metadata
+        over_http = getattr(metadata, "request_context", None) is not None  # as `network_transport` tells
+        transport = NETWORK_TRANSPORT_TCP if over_http else stdio_transport.get()
         params = wire_params(request, self._telemetry.params_as_sent)
         record = self._telemetry.open(request.method, params, responder.request_id, transport, checked=True)
         if record is not None:
             record.server, record.session = server, session
             try:
                 record.in_session = in_session = self._telemetry.sessions.of(session._read_stream)
-                http_peer(record, responder.message_metadata)
+                if over_http:
+                    http_peer(record, metadata)
             except Exception:
                 in_session = None
                 fault("reading a request's session and peer")
@@ -134,7 +132,7 @@ class ServerHooksV1(FrameworkHooks):
 
     async def _serve(self, record: RequestRecord, responder: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
         LIVE.add(responder, record)
-        with self._telemetry.serving(record):
+        with Serving(self._telemetry, record):
             try:
                 return await wrapped(*args, **kwargs)
             except anyio.get_cancelled_exc_class():
@@ -182,7 +180,8 @@ class ServerHooksV1(FrameworkHooks):
             record.protocol_version = _negotiated_version(session)
 
     async def _respond(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        late = _acknowledged(instance)
+        # `cancel()` already answered this id with its acknowledgement.
+        late = getattr(instance, "_completed", False) and getattr(instance, "cancelled", False)
         if self.active:
             try:
                 response = args[0] if args else kwargs["response"]

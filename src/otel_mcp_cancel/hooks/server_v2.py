@@ -44,6 +44,7 @@ from otel_mcp_cancel.hooks.observations import (
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
+from otel_mcp_cancel.request_telemetry import Serving
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
 _SERVER_HANDLER_MODULE = ServerRunner.__module__
@@ -108,7 +109,7 @@ class ServerHooksV2(FrameworkHooks):
             fault("reading a request's session and peer")
         record.session = instance
         LIVE.add(dctx, record)
-        with self._telemetry.serving(record):
+        with Serving(self._telemetry, record):
             try:
                 return await wrapped(*args, **kwargs)
             finally:
@@ -172,7 +173,7 @@ class ServerHooksV2(FrameworkHooks):
         if record is None:
             return await wrapped(*args, **kwargs)
         record.session = instance
-        with self._telemetry.serving(record):
+        with Serving(self._telemetry, record):
             try:
                 result = await wrapped(*args, **kwargs)
             except anyio.get_cancelled_exc_class():
@@ -205,7 +206,7 @@ class ServerHooksV2(FrameworkHooks):
             return await wrapped(*args, **kwargs)
         with contained("reading a request's peer"):
             http_peer(record, dctx.message_metadata)
-        with self._telemetry.serving(record):
+        with Serving(self._telemetry, record):
             try:
                 result = await self._observe_handler(record, instance, dctx, wrapped, args, kwargs)
             except anyio.get_cancelled_exc_class():
