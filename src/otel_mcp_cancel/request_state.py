@@ -14,7 +14,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.trace import Span
@@ -25,8 +24,10 @@ from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.session_telemetry import SessionRecord
 
 
-@dataclass(eq=False, slots=True, weakref_slot=True)
 class RequestRecord:
+    """A plain class, not a dataclass: one is made for every request, and its constructor sets only what a
+    request starts with; every other field is the class's default until a hook sets it on the record."""
+
     method: str
     params: Any
     request_id: object
@@ -35,7 +36,7 @@ class RequestRecord:
     method_known: bool = True  # in the protocol's method list, served by this server, or sent by our own side
     target: str | None = None  # the tool or prompt it names, cut to size
     name: str = ""  # its span's name as started
-    started: float = field(default_factory=time.perf_counter)
+    started: float  # perf_counter() as it was made
     ends_span: bool = True  # else whoever opened its span ends it (see `request_telemetry.WaitingSpan`)
     handler_claimed: bool = False  # an inner hook is reporting how the handler ended
     handler: HandlerEnd | None = None
@@ -60,6 +61,27 @@ class RequestRecord:
     # Told of its answer as it is written, before the request is concluded (a `tasks/*` request's task
     # learns its caller was told, ahead of whatever that caller sends next).
     on_result: Callable[[RequestRecord], None] | None = None
+
+    def __init__(
+        self,
+        method: str,
+        params: Any,
+        request_id: object,
+        network_transport: str | None,
+        span: Span,
+        method_known: bool = True,
+        target: str | None = None,
+        name: str = "",
+    ) -> None:
+        self.method = method
+        self.params = params
+        self.request_id = request_id
+        self.network_transport = network_transport
+        self.span = span
+        self.method_known = method_known
+        self.target = target
+        self.name = name
+        self.started = time.perf_counter()
 
     def metric_attributes(self, outcome: tuple[tuple[str, Any], ...] = ()) -> dict[str, Any]:
         """Its metrics' shared attributes (and a verdict's `outcome`): a method, tool or prompt name the server

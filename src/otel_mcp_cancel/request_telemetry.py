@@ -115,6 +115,9 @@ class RequestTelemetry:
     role: str  # names the activity in a contained fault's log line
     # Whether a span can take its target's name as it starts (else when the target is known to be served).
     names_target_at_start = False
+    # Whether the name a span starts with is its last (its method known, its target named): none is sought as it
+    # ends.
+    names_final_at_start = False
     # The methods that keep their name when a request arrives (else _OTHER until `resolve` knows better);
     # None: every method (data, not a method: asked twice on every request).
     known_methods: frozenset[str] | None = None
@@ -227,13 +230,14 @@ class RequestTelemetry:
             return False
         outcome = verdict_attributes(record.method, verdict)  # on the span and on the metric alike
         span = record.span
-        try:
-            fold = record.method in NAMED_TARGET_METHODS and not record.tool_registered
-            name = span_name(record.method if record.method_known else OTHER, record.target, not fold)
-            if name != record.name:
-                span.update_name(name)
-        except Exception:
-            fault(f"naming a {role} span")
+        if not self.names_final_at_start:
+            try:
+                fold = record.method in NAMED_TARGET_METHODS and not record.tool_registered
+                name = span_name(record.method if record.method_known else OTHER, record.target, not fold)
+                if name != record.name:
+                    span.update_name(name)
+            except Exception:
+                fault(f"naming a {role} span")
         try:
             # One call: each set_attributes pays the SDK's lock and value checks.
             known = self.known_methods is None or record.method in self.known_methods
