@@ -6,6 +6,7 @@ same telemetry (2 spans and 2 histogram records, with the same attributes).
     python benchmarks/hot_path.py --before /tmp/old/src                       # also another checkout's plugin
     python benchmarks/hot_path.py --memory 100000                             # resident memory over 100,000 calls
     python benchmarks/hot_path.py --instructions --calls 50                   # instructions per call (valgrind)
+    python benchmarks/hot_path.py --instructions --caches --calls 100        # and what caches make of them
     python benchmarks/hot_path.py --in-flight 1,100,1000 --calls 1000        # added CPU with many calls in flight
     python benchmarks/hot_path.py --user-hooks ...                            # the plugin with (no-op) user hooks
 
@@ -46,6 +47,9 @@ plugin adds / in situ adds, plugin adds / in place adds, plugin adds / in place,
 and plugin adds / loop. `--instructions` also
 counts `plugin, no propagation` (the plugin with no propagator, as with `OTEL_PROPAGATORS=none`): what the
 plugin's count exceeds it by is what trace propagation costs, the one thing it does that no floor does.
+`--instructions --caches` counts `none`, `plugin` and the propagated floor under valgrind's cache and branch
+simulation: the instruction-cache misses, data-cache misses and branch mispredictions each adds, which a count
+of instructions does not see and CPU time does.
 A run fails if the span processor dropped a span: a floor that exports less than it records is no floor.
 """
 
@@ -566,29 +570,45 @@ UNPROPAGATED = "plugin, no propagation"  # counted only: what trace propagation 
 INSTRUCTION_MODES = ("none", "plugin", "in situ", "in place", PROPAGATED, UNPROPAGATED, SPANS_ONLY)
 
 
-def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict[str, float]:
-    """Each mode's instructions per tools/call as valgrind counts them: a count, not a time, so free of the
-    machine's noise (though blind to caches). Two processes per mode, one block of `calls` and one of
-    5 × `calls`: start-up and warm-up cancel in their difference."""
-    valgrind = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
-    # Under valgrind a call takes some 50 times as long: the SDK's export timers (5 s, 60 s) would fire inside
-    # blocks where natively they never do. Off, as natively, spans are exported a full batch at a time, and
-    # what is left at the block's flush (once per block: it cancels in the difference). A fixed hash seed:
-    # the same dict and set probes in every process.
-    timers_off = {"OTEL_BSP_SCHEDULE_DELAY": "3600000", "OTEL_METRIC_EXPORT_INTERVAL": "3600000", "PYTHONHASHSEED": "0"}
+# Under valgrind a call takes some 50 times as long: the SDK's export timers (5 s, 60 s) would fire inside blocks
+# where natively they never do. Off, as natively, spans are exported a full batch at a time, and what is left at
+# the block's flush (once per block: it cancels in the difference). A fixed hash seed: the same dict and set probes
+# in every process.
+VALGRIND_ENVIRONMENT = {"OTEL_BSP_SCHEDULE_DELAY": "3600000", "OTEL_METRIC_EXPORT_INTERVAL": "3600000",
+                        "PYTHONHASHSEED": "0"}
+COUNTED = {"instructions": r"I\s+refs"}
+# What the CPU's caches and branch predictor make of them, as cachegrind simulates them (its machine, not this one).
+SIMULATED = {**COUNTED, "I1 misses": r"I1\s+misses", "D1 misses": r"D1\s+misses", "mispredicts": r"Mispredicts"}
+SIMULATED_MODES = ("none", "plugin", PROPAGATED)
 
-    def count(job: tuple[str, int]) -> int:
-        _, stderr = run_child("count", job[1], 0, endpoint, job[0], source, valgrind, timers_off)
-        found = re.search(r"I\s+refs:\s+([\d,]+)", stderr)
-        if found is None:
+
+def counted_per_call(
+    modes: tuple[str, ...], calls: int, endpoint: str, source: str | None, events: dict[str, str]
+) -> dict[str, dict[str, float]]:
+    """Each mode's `events` per tools/call as valgrind counts them: counts, not times, so free of the machine's
+    noise. Two processes per mode, one block of `calls` and one of 5 × `calls`: start-up and warm-up cancel in
+    their difference."""
+    simulates = "--cache-sim=yes --branch-sim=yes" if events is not COUNTED else "--cache-sim=no"
+    valgrind = ("valgrind", "--tool=cachegrind", *simulates.split(), "--cachegrind-out-file=/dev/null")
+
+    def count(job: tuple[str, int]) -> dict[str, int]:
+        _, stderr = run_child("count", job[1], 0, endpoint, job[0], source, valgrind, VALGRIND_ENVIRONMENT)
+        found = {event: re.search(rf"{pattern}:\s+([\d,]+)", stderr) for event, pattern in events.items()}
+        if not all(found.values()):
             raise SystemExit(f"valgrind printed no count: {stderr[-2000:]}")
-        return int(found.group(1).replace(",", ""))
+        return {event: int(match.group(1).replace(",", "")) for event, match in found.items()}  # type: ignore[union-attr]
 
-    modes = (*INSTRUCTION_MODES, *PEER_OF)
     jobs = [(mode, n) for mode in modes for n in (calls, 5 * calls)]
     with ThreadPoolExecutor(os.cpu_count()) as pool:
         counted = dict(zip(jobs, pool.map(count, jobs)))
-    return {mode: (counted[mode, 5 * calls] - counted[mode, calls]) / (4 * calls) for mode in modes}
+    return {mode: {event: (counted[mode, 5 * calls][event] - counted[mode, calls][event]) / (4 * calls)
+                   for event in events} for mode in modes}
+
+
+def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict[str, float]:
+    """Each mode's instructions per tools/call (see `counted_per_call`), blind to the CPU's caches."""
+    counted = counted_per_call((*INSTRUCTION_MODES, *PEER_OF), calls, endpoint, source, COUNTED)
+    return {mode: events["instructions"] for mode, events in counted.items()}
 
 
 def summary(measured: dict[str, list[float]]) -> dict[str, float]:
@@ -636,6 +656,9 @@ def main() -> None:
                         help="the plugin with a request_hook and a response_hook (that do nothing)")
     parser.add_argument("--instructions", action="store_true",
                         help="instead: instructions per call, counted by valgrind (blocks of --calls and 5x that)")
+    parser.add_argument("--caches", action="store_true",
+                        help="with --instructions: instead, what valgrind's cache and branch simulation make of "
+                             "the plugin's and the propagated floor's instructions")
     options = parser.parse_args()
     if options.user_hooks:
         os.environ[USER_HOOKS] = "1"  # the children inherit it
@@ -646,6 +669,10 @@ def main() -> None:
     try:
         if options.profile:
             print(run_child("profile", calls, blocks, sink.endpoint, mode=options.profile)[1])
+            return
+        if options.instructions and options.caches:
+            per_block = 2 if options.smoke else options.calls
+            print_simulated(counted_per_call(SIMULATED_MODES, per_block, sink.endpoint, None, SIMULATED))
             return
         if options.instructions:
             per_block = 2 if options.smoke else options.calls
@@ -751,6 +778,19 @@ def print_instructions(counted: dict[str, dict[str, float]]) -> None:
               f"{adds / (in_situ - none):.2f} | {in_place - none:.3f} | {adds / (in_place - none):.2f} | "
               f"{propagated - none:.3f} | {adds / (propagated - none):.2f} |")
     print_peers({mode: [count] for mode, count in counted["this checkout"].items()}, "M", "{:.3f}")
+
+
+def print_simulated(counted: dict[str, dict[str, float]]) -> None:
+    """What the plugin and the propagated floor add to each simulated event per call, and their ratio."""
+    print(f"{title()}: per tools/call, as valgrind's cache and branch simulation counts them, in one process over "
+          "memory streams")
+    print("| mcp | event | no telemetry | plugin adds | floor in place, propagated adds | adds / floor adds |")
+    print("|---|---|---|---|---|---|")
+    version, none = importlib.metadata.version("mcp"), counted["none"]
+    for event in SIMULATED:
+        adds, floor_adds = counted["plugin"][event] - none[event], counted[PROPAGATED][event] - none[event]
+        print(f"| {version} | {event} | {none[event]:,.0f} | {adds:,.0f} | {floor_adds:,.0f} | "
+              f"{adds / floor_adds:.2f} |")
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ def test_the_hot_path_benchmark_measures_calls_in_flight_in_smoke_mode() -> None
 
 
 @pytest.mark.long
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(2400)
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind counts the instructions")
 @pytest.mark.skipif(importlib.util.find_spec("fastmcp") is not None, reason="once per SDK line is enough")
 def test_the_hot_path_benchmark_counts_instructions_in_smoke_mode() -> None:
@@ -73,3 +73,10 @@ def test_the_hot_path_benchmark_counts_instructions_in_smoke_mode() -> None:
     row = rf"^\| [\d.]+ \| this checkout \| {m} \| {m} \| {m} \| {m} \| {ratio} \| {m} \| {ratio} \| {m} \| {ratio} \|$"
     assert re.search(row, done.stdout, re.MULTILINE), done.stdout
     assert_every_peer_reported(done.stdout, m, timed=False)
+    # And what the simulated caches and branch predictor make of them: a row for each event.
+    done = subprocess.run([*command, "--caches"], capture_output=True, text=True, timeout=1000)
+    assert done.returncode == 0, done.stderr[-3000:]
+    n = r"-?[\d,]+"
+    for event in ("instructions", "I1 misses", "D1 misses", "mispredicts"):
+        row = rf"^\| [\d.]+ \| {event} \| {n} \| {n} \| {n} \| {ratio} \|$"
+        assert re.search(row, done.stdout, re.MULTILINE), done.stdout
