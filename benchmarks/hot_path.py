@@ -577,26 +577,31 @@ INSTRUCTION_MODES = ("none", "plugin", "in situ", "in place", PROPAGATED, UNPROP
 VALGRIND_ENVIRONMENT = {"OTEL_BSP_SCHEDULE_DELAY": "3600000", "OTEL_METRIC_EXPORT_INTERVAL": "3600000",
                         "PYTHONHASHSEED": "0"}
 COUNTED = {"instructions": r"I\s+refs"}
-# What the CPU's caches and branch predictor make of them, as cachegrind simulates them (its machine, not this one).
+# And what the CPU's caches and branch predictor make of them, as cachegrind simulates them (this CPU's cache
+# sizes where it can read them; a simple branch predictor of its own).
 SIMULATED = {**COUNTED, "I1 misses": r"I1\s+misses", "D1 misses": r"D1\s+misses", "mispredicts": r"Mispredicts"}
 SIMULATED_MODES = ("none", "plugin", PROPAGATED)
 
 
 def counted_per_call(
-    modes: tuple[str, ...], calls: int, endpoint: str, source: str | None, events: dict[str, str]
+    modes: tuple[str, ...], calls: int, endpoint: str, source: str | None, simulate: bool = False
 ) -> dict[str, dict[str, float]]:
-    """Each mode's `events` per tools/call as valgrind counts them: counts, not times, so free of the machine's
-    noise. Two processes per mode, one block of `calls` and one of 5 × `calls`: start-up and warm-up cancel in
-    their difference."""
-    simulates = "--cache-sim=yes --branch-sim=yes" if events is not COUNTED else "--cache-sim=no"
-    valgrind = ("valgrind", "--tool=cachegrind", *simulates.split(), "--cachegrind-out-file=/dev/null")
+    """Each mode's events per tools/call as valgrind counts them (`COUNTED`, or `SIMULATED` if `simulate`):
+    counts, not times, so free of the machine's noise. Two processes per mode, one block of `calls` and one of
+    5 × `calls`: start-up and warm-up cancel in their difference."""
+    events = SIMULATED if simulate else COUNTED
+    simulation = ("--cache-sim=yes", "--branch-sim=yes") if simulate else ("--cache-sim=no",)
+    valgrind = ("valgrind", "--tool=cachegrind", *simulation, "--cachegrind-out-file=/dev/null")
 
     def count(job: tuple[str, int]) -> dict[str, int]:
         _, stderr = run_child("count", job[1], 0, endpoint, job[0], source, valgrind, VALGRIND_ENVIRONMENT)
-        found = {event: re.search(rf"{pattern}:\s+([\d,]+)", stderr) for event, pattern in events.items()}
-        if not all(found.values()):
-            raise SystemExit(f"valgrind printed no count: {stderr[-2000:]}")
-        return {event: int(match.group(1).replace(",", "")) for event, match in found.items()}  # type: ignore[union-attr]
+        counts = {}
+        for event, pattern in events.items():
+            found = re.search(rf"{pattern}:\s+([\d,]+)", stderr)
+            if found is None:
+                raise SystemExit(f"valgrind printed no count of {event}: {stderr[-2000:]}")
+            counts[event] = int(found.group(1).replace(",", ""))
+        return counts
 
     jobs = [(mode, n) for mode in modes for n in (calls, 5 * calls)]
     with ThreadPoolExecutor(os.cpu_count()) as pool:
@@ -607,7 +612,7 @@ def counted_per_call(
 
 def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict[str, float]:
     """Each mode's instructions per tools/call (see `counted_per_call`), blind to the CPU's caches."""
-    counted = counted_per_call((*INSTRUCTION_MODES, *PEER_OF), calls, endpoint, source, COUNTED)
+    counted = counted_per_call((*INSTRUCTION_MODES, *PEER_OF), calls, endpoint, source)
     return {mode: events["instructions"] for mode, events in counted.items()}
 
 
@@ -672,7 +677,7 @@ def main() -> None:
             return
         if options.instructions and options.caches:
             per_block = 2 if options.smoke else options.calls
-            print_simulated(counted_per_call(SIMULATED_MODES, per_block, sink.endpoint, None, SIMULATED))
+            print_simulated(counted_per_call(SIMULATED_MODES, per_block, sink.endpoint, None, simulate=True))
             return
         if options.instructions:
             per_block = 2 if options.smoke else options.calls
