@@ -32,7 +32,6 @@ class ClientTelemetry(RequestTelemetry):
     kind = SpanKind.CLIENT
     role = "client"
     names_target_at_start = True  # the tool names a client sends are its own code's choice: never folded
-    names_final_at_start = True  # and every method it sends is known to it
 
     def __init__(self, tracer: Tracer, instruments: Instruments, options: SpanOptions, given_up: RecentCalls) -> None:
         super().__init__(tracer, instruments.client_operation_duration, current_client_record, options)

@@ -115,9 +115,6 @@ class RequestTelemetry:
     role: str  # names the activity in a contained fault's log line
     # Whether a span can take its target's name as it starts (else when the target is known to be served).
     names_target_at_start = False
-    # Whether the name a span starts with is its last (its method known, its target named): none is sought as it
-    # ends.
-    names_final_at_start = False
     # The methods that keep their name when a request arrives (else _OTHER until `resolve` knows better);
     # None: every method (data, not a method: asked twice on every request).
     known_methods: frozenset[str] | None = None
@@ -150,6 +147,9 @@ class RequestTelemetry:
         self.spans_wait = False
         # Told of the answer of a request that names a task, as it is written (see `RequestRecord.on_result`).
         self.on_task_answer: Callable[[RequestRecord], None] | None = None
+        # A side that names its target as a span starts and knows every method names its spans for good then:
+        # no name is sought as they end.
+        self._names_final_at_start = self.names_target_at_start and self.known_methods is None
 
     def traced(self) -> bool:
         """Whether a request arriving now gets a span: something records, and instrumentation is not
@@ -172,7 +172,7 @@ class RequestTelemetry:
         if not checked and not self.traced():
             return None
         try:
-            fields = params if type(params) is dict else request_fields(params)
+            fields = request_fields(params)
             known = self.known_methods is None or method in self.known_methods
             start_attributes, target, task_id = request_attributes(method, known, fields, request_id,
                                                                    network_transport)
@@ -230,7 +230,7 @@ class RequestTelemetry:
             return False
         outcome = verdict_attributes(record.method, verdict)  # on the span and on the metric alike
         span = record.span
-        if not self.names_final_at_start:
+        if not self._names_final_at_start:
             try:
                 fold = record.method in NAMED_TARGET_METHODS and not record.tool_registered
                 name = span_name(record.method if record.method_known else OTHER, record.target, not fold)

@@ -85,8 +85,8 @@ def _entry(write_stream: object) -> tuple[Any, dict[str, Any], Callable[[], obje
 
 def of_stream(write_stream: object) -> dict[str, Any]:
     """The destination of the transport that yielded this write stream, if a wrapped helper did."""
-    entry = _open.get(id(write_stream))  # as `_entry` reads it, inline: this runs on every request
-    return entry[1] if entry is not None and entry[0] is write_stream else {}
+    entry = _entry(write_stream)
+    return entry[1] if entry is not None else {}
 
 
 class Remembered:

@@ -37,7 +37,9 @@ class TracedRequest(wrapt.ObjectProxy):  # type: ignore[misc]
     with `model_dump(**WIRE_DUMP)`, and sends that (1.12.3 to 1.30). The caller's request, its params
     and its `_meta` are never changed: a caller may reuse or inspect them."""
 
-    _self_carrier: dict[str, str]  # the trace context, set as it is made (a constructor of ours is one more call)
+    def __init__(self, request: Any, carrier: dict[str, str]) -> None:
+        super().__init__(request)
+        self._self_carrier = carrier
 
     def model_dump(self, *args: Any, **kwargs: Any) -> Any:
         # Dumped now, not reused from the span's: a hook wrapped inside ours may have changed the request.
@@ -53,11 +55,7 @@ def with_trace_context(request: Any) -> Any:
     """The request to send in place of `request`: traced, if there is trace context to send."""
     carrier: dict[str, str] = {}
     inject(carrier)
-    if not carrier:
-        return request
-    traced = TracedRequest(request)
-    traced._self_carrier = carrier
-    return traced
+    return TracedRequest(request, carrier) if carrier else request
 
 
 async def _courtesy_cancel(session: Any, request_id: object, reason: str) -> None:

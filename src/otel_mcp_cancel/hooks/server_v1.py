@@ -27,15 +27,15 @@ from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import camel_case
-from otel_mcp_cancel.conventions import INITIALIZE, NETWORK_TRANSPORT_TCP, TOOLS_LIST
+from otel_mcp_cancel.conventions import INITIALIZE, TOOLS_LIST
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
     cancel_reason,
     http_peer,
     is_tool_error,
+    network_transport,
     note_result,
-    stdio_transport,
     wire_params,
 )
 from otel_mcp_cancel.hooks.wrapping import Hook
@@ -60,6 +60,11 @@ def _handler_end(response: Any) -> HandlerEnd:
     if isinstance(response, types.ErrorData):
         return HandlerEnd.RAISED
     return HandlerEnd.RETURNED_TOOL_ERROR if is_tool_error(response) else HandlerEnd.RETURNED
+
+
+def _acknowledged(responder: Any) -> bool:
+    """`cancel()` already answered this id with its acknowledgement."""
+    return getattr(responder, "_completed", False) and getattr(responder, "cancelled", False)
 
 
 def _answering(responder: Any) -> bool:
@@ -111,17 +116,15 @@ class ServerHooksV1(FrameworkHooks):
         ]
 
     def _open(self, responder: Any, server: Any, session: Any) -> RequestRecord | None:
-        request, metadata = responder.request.root, responder.message_metadata
-        over_http = getattr(metadata, "request_context", None) is not None  # as `network_transport` tells
-        transport = NETWORK_TRANSPORT_TCP if over_http else stdio_transport.get()
+        request = responder.request.root
+        transport = network_transport(responder.message_metadata)
         params = wire_params(request, self._telemetry.params_as_sent)
         record = self._telemetry.open(request.method, params, responder.request_id, transport, checked=True)
         if record is not None:
             record.server, record.session = server, session
             try:
                 record.in_session = in_session = self._telemetry.sessions.of(session._read_stream)
-                if over_http:
-                    http_peer(record, metadata)
+                http_peer(record, responder.message_metadata)
             except Exception:
                 in_session = None
                 fault("reading a request's session and peer")
@@ -180,8 +183,7 @@ class ServerHooksV1(FrameworkHooks):
             record.protocol_version = _negotiated_version(session)
 
     async def _respond(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        # `cancel()` already answered this id with its acknowledgement.
-        late = getattr(instance, "_completed", False) and getattr(instance, "cancelled", False)
+        late = _acknowledged(instance)
         if self.active:
             try:
                 response = args[0] if args else kwargs["response"]
