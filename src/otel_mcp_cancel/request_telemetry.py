@@ -48,6 +48,7 @@ from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.liveness import Recording
 from otel_mcp_cancel.outcome import Verdict, classify
 from otel_mcp_cancel.request_state import RequestRecord
+from otel_mcp_cancel.task_telemetry import TaskTelemetry
 from otel_mcp_cancel.user_hooks import UserHooks
 
 EXCEPTION_EVENT = "exception"  # OpenTelemetry's own event name
@@ -121,6 +122,7 @@ class RequestTelemetry:
     # The context a request's `request_fields` say to parent its span on (a server's peer's trace context), or
     # None: the ambient one. Data, not a method, as above.
     parent_context: Callable[[Mapping[str, Any] | None], Context | None] | None = None
+    tasks: TaskTelemetry  # the side's tasks, made by the side
 
     def __init__(
         self,
@@ -150,6 +152,11 @@ class RequestTelemetry:
         # A side that names its target as a span starts and knows every method names its spans for good then:
         # no name is sought as they end.
         self._names_final_at_start = self.names_target_at_start and self.known_methods is None
+
+    def stop(self) -> None:
+        """uninstrument() ran: the hooks that would see answers are gone (each hook set says so; once is enough)."""
+        self.stopped = True
+        self.tasks.stop()
 
     def traced(self) -> bool:
         """Whether a request arriving now gets a span: something records, and instrumentation is not

@@ -133,6 +133,7 @@ class TaskTelemetry:
         self._expiring_order = itertools.count()
         # Wakes when the earliest expiry is due, whether or not a request comes: (when, its timer), or None.
         self._expiry_timer: tuple[float, threading.Timer] | None = None
+        self._stopped = False  # uninstrument() ran: nothing is followed or woken for any longer
 
     def begin(
         self,
@@ -379,6 +380,23 @@ class TaskTelemetry:
             if task.span.is_recording():
                 task.span.end()  # kept elsewhere, or never announced
 
+    def stop(self) -> None:
+        """uninstrument() ran, and the hooks that tell how tasks go are gone: every task span still open ends
+        with what is known (no ghost guessed: its caller may yet ask, unseen), and no expiry wakes again."""
+        with self._lock:
+            self._stopped = True
+            timer, self._expiry_timer = self._expiry_timer, None
+            self._expiring = []
+            open_tasks = [task for task in self._tasks.values() if not task.ended]
+            for task in open_tasks:
+                task.ended = True
+            self._tasks.clear()
+        if timer is not None:
+            timer[1].cancel()
+        for task in open_tasks:
+            with contained("ending a task's span at uninstrument()"):
+                task.span.end()
+
     def _await_expiry(self, task: TaskRecord) -> None:
         with self._lock:
             heapq.heappush(self._expiring, (task.expires_at, next(self._expiring_order), task))
@@ -393,10 +411,12 @@ class TaskTelemetry:
 
     def _arm_expiry_timer(self) -> None:
         with self._lock:
-            if not self._expiring or (self._expiry_timer and self._expiry_timer[0] <= self._expiring[0][0]):
+            if self._stopped or not self._expiring:
                 return
             due = self._expiring[0][0]
             if self._expiry_timer is not None:
+                if self._expiry_timer[0] <= due:
+                    return  # it wakes soon enough
                 self._expiry_timer[1].cancel()
             timer = threading.Timer(max(due - time.monotonic(), 0.0), self._expiry_due)
             timer.daemon = True  # never keeps the process alive; its exit hook ends what still waits

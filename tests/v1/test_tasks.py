@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import threading
 import warnings
 from typing import Any
 
@@ -20,9 +21,12 @@ pytest.importorskip("mcp.server.experimental.request_context", reason="mcp 1.23 
 
 from mcp import types  # noqa: E402
 from mcp.server.lowlevel import Server  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
-from tests.conftest import Captured  # noqa: E402
+from otel_mcp_cancel import McpCancelInstrumentor  # noqa: E402
+from tests.conftest import SPANS, TRACER_PROVIDER, Captured  # noqa: E402
 from tests.raw_peer import RawPeer, is_error, raw_session  # noqa: E402
 from tests.support import until  # noqa: E402
 from tests.task_spans import (  # noqa: E402
@@ -269,6 +273,44 @@ async def test_a_finished_task_whose_result_expired_before_its_caller_asked_is_a
     assert task.end_time - completed[0] >= 100_000_000  # not before its ttl, counted from its terminal status
     (line,) = plugin_log()
     assert task_id in line.getMessage() and "expired before its caller asked" in line.getMessage()
+
+
+async def test_uninstrument_ends_a_task_waiting_for_its_caller_and_stops_its_expiry(plugin_log) -> None:
+    """Nothing of the plugin runs on after uninstrument(): a finished task whose caller may still ask ends then,
+    with its outcome and no ghost guessed, and the timer that would wake as its result expires is stopped."""
+    reader = InMemoryMetricReader()
+    captured = Captured(SPANS, reader)
+    SPANS.clear()
+    instrumentor = McpCancelInstrumentor()
+    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider(metric_readers=[reader]))
+    try:
+        app = TaskApp()
+        async with raw_session(app.server) as peer:
+            task_id = await create(peer, "commit", ttl_ms=60_000)
+            app.release.set()
+            await settled(captured, "ok", "completed")
+            (timer,) = expiry_timers()
+            assert task_spans(captured, "commit", SpanKind.SERVER) == []  # its caller may still ask
+            instrumentor.uninstrument()
+            assert expiry_timers() == []  # cancelled: it ends without waking
+            (task,) = task_spans(captured, "commit", SpanKind.SERVER)
+            payload = await peer.call(2, "tasks/result", {"taskId": task_id})  # served as ever, not seen
+        assert payload.result["content"] == [{"type": "text", "text": "commit"}]
+        assert task_spans(captured, "commit", SpanKind.SERVER) == [task]
+        assert {key: task.attributes.get(key) for key in ("tool.outcome", "mcp.task.status", "tool.ghost_risk")} == {
+            "tool.outcome": "ok", "mcp.task.status": "completed", "tool.ghost_risk": None}
+        assert GHOST_EVENT not in [name for name, _ in events(task)]
+        assert captured.points("tool.ghost_responses") == [] and plugin_log() == []
+    finally:
+        if instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.uninstrument()
+        SPANS.clear()
+
+
+def expiry_timers() -> list[threading.Timer]:
+    """The plugin's timers that will wake as a finished task's result expires (none cancelled)."""
+    return [thread for thread in threading.enumerate() if isinstance(thread, threading.Timer)
+            and getattr(thread.function, "__name__", "") == "_expiry_due" and not thread.finished.is_set()]
 
 
 @pytest.mark.skipif(not SESSION_SCOPED, reason="this mcp serves a task to any session that names its id")

@@ -239,7 +239,7 @@ class HookSet:
 
     def stop(self) -> None:
         self.active = False
-        self._telemetry.stopped = True
+        self._telemetry.stop()
 
 
 class FrameworkHooks(HookSet):
