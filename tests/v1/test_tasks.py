@@ -295,7 +295,7 @@ async def test_uninstrument_ends_a_task_waiting_for_its_caller_and_stops_its_exp
             assert expiry_timers() == []  # cancelled: it ends without waking
             (task,) = task_spans(captured, "commit", SpanKind.SERVER)
             payload = await peer.call(2, "tasks/result", {"taskId": task_id})  # served as ever, not seen
-        assert payload.result["content"] == [{"type": "text", "text": "commit"}]
+        assert [item["text"] for item in payload.result["content"]] == ["commit"]
         assert task_spans(captured, "commit", SpanKind.SERVER) == [task]
         assert {key: task.attributes.get(key) for key in ("tool.outcome", "mcp.task.status", "tool.ghost_risk")} == {
             "tool.outcome": "ok", "mcp.task.status": "completed", "tool.ghost_risk": None}
