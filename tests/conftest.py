@@ -136,14 +136,16 @@ class Captured:
 
 
 @contextmanager
-def instrumentation(**instrument_kwargs: Any) -> Iterator[None]:
-    """Instrumented with these `instrument()` arguments (the session's tracer provider unless given), then not."""
+def instrumentation(**instrument_kwargs: Any) -> Iterator[McpCancelInstrumentor]:
+    """Instrumented with these `instrument()` arguments (the session's tracer provider unless given), then not
+    (unless the test uninstrumented it itself)."""
     instrumentor = McpCancelInstrumentor()
     instrumentor.instrument(**{"tracer_provider": TRACER_PROVIDER, **instrument_kwargs})
     try:
-        yield
+        yield instrumentor
     finally:
-        instrumentor.uninstrument()
+        if instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.uninstrument()
 
 
 @contextmanager

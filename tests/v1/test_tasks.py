@@ -25,8 +25,7 @@ from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
-from otel_mcp_cancel import McpCancelInstrumentor  # noqa: E402
-from tests.conftest import SPANS, TRACER_PROVIDER, Captured  # noqa: E402
+from tests.conftest import SPANS, Captured, instrumentation  # noqa: E402
 from tests.raw_peer import RawPeer, is_error, raw_session  # noqa: E402
 from tests.support import until  # noqa: E402
 from tests.task_spans import (  # noqa: E402
@@ -281,20 +280,19 @@ async def test_uninstrument_ends_a_task_waiting_for_its_caller_and_stops_its_exp
     reader = InMemoryMetricReader()
     captured = Captured(SPANS, reader)
     SPANS.clear()
-    instrumentor = McpCancelInstrumentor()
-    instrumentor.instrument(tracer_provider=TRACER_PROVIDER, meter_provider=MeterProvider(metric_readers=[reader]))
     try:
-        app = TaskApp()
-        async with raw_session(app.server) as peer:
-            task_id = await create(peer, "commit", ttl_ms=60_000)
-            app.release.set()
-            await settled(captured, "ok", "completed")
-            (timer,) = expiry_timers()
-            assert task_spans(captured, "commit", SpanKind.SERVER) == []  # its caller may still ask
-            instrumentor.uninstrument()
-            assert expiry_timers() == []  # cancelled: it ends without waking
-            (task,) = task_spans(captured, "commit", SpanKind.SERVER)
-            payload = await peer.call(2, "tasks/result", {"taskId": task_id})  # served as ever, not seen
+        with instrumentation(meter_provider=MeterProvider(metric_readers=[reader])) as instrumentor:
+            app = TaskApp()
+            async with raw_session(app.server) as peer:
+                task_id = await create(peer, "commit", ttl_ms=60_000)
+                app.release.set()
+                await settled(captured, "ok", "completed")
+                assert len(expiry_timers()) == 1
+                assert task_spans(captured, "commit", SpanKind.SERVER) == []  # its caller may still ask
+                instrumentor.uninstrument()
+                assert expiry_timers() == []  # cancelled: it ends without waking
+                (task,) = task_spans(captured, "commit", SpanKind.SERVER)
+                payload = await peer.call(2, "tasks/result", {"taskId": task_id})  # served as ever, not seen
         assert [item["text"] for item in payload.result["content"]] == ["commit"]
         assert task_spans(captured, "commit", SpanKind.SERVER) == [task]
         assert {key: task.attributes.get(key) for key in ("tool.outcome", "mcp.task.status", "tool.ghost_risk")} == {
@@ -302,8 +300,6 @@ async def test_uninstrument_ends_a_task_waiting_for_its_caller_and_stops_its_exp
         assert GHOST_EVENT not in [name for name, _ in events(task)]
         assert captured.points("tool.ghost_responses") == [] and plugin_log() == []
     finally:
-        if instrumentor.is_instrumented_by_opentelemetry:
-            instrumentor.uninstrument()
         SPANS.clear()
 
 
@@ -411,7 +407,6 @@ async def test_the_shipped_panels_and_alerts_count_each_task_once_on_a_real_prom
     from opentelemetry.sdk.metrics import MeterProvider
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from tests.conftest import instrumentation
     from tests.prometheus_server import Prometheus
     from tests.subprocess_servers import free_port
     from tests.test_pipelines import ALERTS, alert_queries, dashboard_queries, values
