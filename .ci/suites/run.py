@@ -124,7 +124,9 @@ def run(*command: str | Path, cwd: Path | None = None, env: dict[str, str] | Non
 
 
 def unpack(project: str, version: str, work: Path) -> Path:
-    run(sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+    # The project's sdist only: `:all:` would build its build backend and their dependencies from source too,
+    # minutes on a machine with no pip cache.
+    run(sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", project,
         f"{project}=={version}", "-d", work)
     with tarfile.open(work / f"{project}-{version}.tar.gz") as sdist:
         sdist.extractall(work, filter="data")
