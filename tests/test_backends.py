@@ -17,7 +17,9 @@ from tests.prometheus_server import Prometheus
 from tests.raw_peer import raw_peer_over
 from tests.subprocess_servers import gated_ghost, ghost_then_retry, instrumented_command
 
-pytestmark = [pytest.mark.anyio, pytest.mark.backends]
+# Real collectors and Jaeger on a loaded machine (CI runs two environments at a time): minutes, past the
+# suite's 120 s a test.
+pytestmark = [pytest.mark.anyio, pytest.mark.backends, pytest.mark.timeout(300)]
 
 SERVICE = exporter_environment("")["OTEL_SERVICE_NAME"]
 ALERTS = SHIPPED_COLLECTOR_CONFIG.parent / "prometheus" / "alerts.yaml"

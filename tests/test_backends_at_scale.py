@@ -41,7 +41,9 @@ from tests.raw_peer import raw_peer_over
 from tests.subprocess_servers import HttpServer, instrumented_command, instrumented_script
 from tests.test_pipelines import alert_queries, dashboard_queries, documented_query, values
 
-pytestmark = [pytest.mark.anyio, pytest.mark.backends]
+# Real collectors and Jaeger on a loaded machine (CI runs two environments at a time): minutes, past the
+# suite's 120 s a test.
+pytestmark = [pytest.mark.anyio, pytest.mark.backends, pytest.mark.timeout(600)]
 
 SERVER = exporter_environment("")["OTEL_SERVICE_NAME"]
 AGENT = "notes-agent"
@@ -303,8 +305,9 @@ async def test_two_tiers_route_every_trace_whole_to_one_gateway(tmp_path: Path) 
         await eventually(lambda: len(cancelled()) == len(plans) * 3 + 1)  # every time-out, and the ghost
         (ghost,) = jaeger.traces(SERVER, {"tool.ghost_risk": "unsafe"})
         (fingerprint,) = {tags["tool.call_fingerprint"] for tags in served(ghost, "shielded_write")}
-        joined = jaeger.traces(SERVER, {"tool.call_fingerprint": fingerprint})
-        assert len(joined) == 2  # the ghost's trace and its retry's, on the other replica
+        # The ghost's trace and its retry's, on the other replica: each reaches Jaeger on its own (a trace waits
+        # out the gateway's sampling decision), so the retry's may still be on its way.
+        await eventually(lambda: len(jaeger.traces(SERVER, {"tool.call_fingerprint": fingerprint})) == 2)
 
         def served_calls(tool: str, outcome: str) -> float:
             return sum(series(gateway.scrape(), "traces_span_metrics_calls_total", span_kind="SPAN_KIND_SERVER",
