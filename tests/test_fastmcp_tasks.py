@@ -398,6 +398,10 @@ async def test_a_stdio_server_left_with_a_finished_task_unfetched_exports_its_gh
             await process.wait()
         if process.returncode is None:
             process.terminate()
+            with anyio.move_on_after(10):
+                await process.wait()
+        if process.returncode is None:
+            process.kill()  # as the SDK's client does to a server that outlives its terminate()
         await process.wait()
     (span,) = [span for span in sink.spans if span.scope == SCOPE and span.name == "task commit"]
     assert {key: span.attributes.get(key) for key in ("mcp.task.id", "tool.outcome", "tool.handler_outcome",
