@@ -8,6 +8,7 @@ same telemetry (2 spans and 2 histogram records, with the same attributes).
     python benchmarks/hot_path.py --instructions --calls 50                   # instructions per call (valgrind)
     python benchmarks/hot_path.py --instructions --caches --calls 100        # and what caches make of them
     python benchmarks/hot_path.py --in-flight 1,100,1000 --calls 1000        # added CPU with many calls in flight
+    python benchmarks/hot_path.py --instructions --in-flight 1,1000 --calls 1000  # and added instructions
     python benchmarks/hot_path.py --user-hooks ...                            # the plugin with (no-op) user hooks
 
 Client and server run in one process over memory streams: the full JSON-RPC path, no IPC noise. Each
@@ -24,9 +25,10 @@ process's CPU time (every thread: the exporter's too) per call, and what the cal
   when nothing records (it should step aside);
 - `in situ`: no plugin; the same providers, and once per tools/call, as it returns, the SDK's own calls
   for what the plugin records per call: a SERVER and a CLIENT span with the attributes ours carry and
-  their outcome, and one record in each duration histogram in its span's context (so with the exemplar
-  ours carry). The floor as the traffic around it leaves the CPU's caches: the same calls cost about
-  twice as much here as in a loop of nothing else;
+  their outcome, each span current while it is open (as `start_as_current_span` makes it), and one record
+  in each duration histogram in its span's context (so with the exemplar ours carry). The floor as the
+  traffic around it leaves the CPU's caches: the same calls cost about twice as much here as in a loop of
+  nothing else;
 - `in place`: no plugin; the same SDK calls, each made where an instrumentation has to make it: the CLIENT
   span's start before each call and its end (outcome, record, end) as it returns, the SERVER span's around
   the server's tools/call handler (a plain closure the handler is registered behind, nothing else). The
@@ -46,7 +48,7 @@ process's CPU time (every thread: the exporter's too) per call, and what the cal
 plugin adds / in situ adds, plugin adds / in place adds, plugin adds / in place, propagated adds (the goal's),
 and plugin adds / loop. `--instructions` also
 counts `plugin, no propagation` (the plugin with no propagator, as with `OTEL_PROPAGATORS=none`): what the
-plugin's count exceeds it by is what trace propagation costs, the one thing it does that no floor does.
+plugin's count exceeds it by is what trace propagation costs it.
 `--instructions --caches` counts `none`, `plugin` and the propagated floor under valgrind's cache and branch
 simulation: the instruction-cache misses, data-cache misses and branch mispredictions each adds, which a count
 of instructions does not see and CPU time does.
@@ -171,15 +173,19 @@ class DroppedSpans(logging.Handler):
 class Floor:
     """The SDK's own work for one tools/call: 2 spans and 2 histogram records, with our attributes, in the order
     an instrumentation makes them: the CLIENT span starts, the SERVER span starts, the SERVER span gets its
-    outcome, its record and ends, then the CLIENT span. `one_call()` makes them all at once. `propagates`:
+    outcome, its record and ends, then the CLIENT span. Each span is current from its start to its end, as
+    `start_as_current_span` makes it (mcp 2.x's own spans): what the caller's transport and the tool do
+    meanwhile is traced beneath it. `one_call()` makes them all at once. `propagates`:
     the CLIENT span's context is injected into `meta`, for the request's `_meta`, and the SERVER span starts
     in the context extracted from the `_meta` its request carried."""
 
     def __init__(self, tracer_provider: Any, meter_provider: Any, propagates: bool = False) -> None:
+        from opentelemetry.context import attach, detach
         from opentelemetry.propagate import extract, inject
         from opentelemetry.trace import SpanKind, get_current_span, set_span_in_context
 
         self._client_kind, self._server_kind, self._in_context = SpanKind.CLIENT, SpanKind.SERVER, set_span_in_context
+        self._attach, self._detach = attach, detach
         self.propagates, self._inject, self._extract = propagates, inject, extract
         self.meta: dict[str, str] | None = None  # the trace context for the current call's `_meta`
         self._current_span = get_current_span
@@ -193,6 +199,8 @@ class Floor:
         self._metric: dict[str, str] = {}
         self._client: Any = None
         self._server: Any = None
+        self._client_token: Any = None
+        self._server_token: Any = None
 
     def client_starts(self) -> None:
         self._request = {
@@ -204,9 +212,11 @@ class Floor:
         self._metric = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
                         "gen_ai.tool.name": "echo", "mcp.protocol.version": "2025-06-18", "tool.outcome": "ok"}
         self._client = self._tracer.start_span("tools/call echo", kind=self._client_kind, attributes=self._request)
+        in_context = self._in_context(self._client)
+        self._client_token = self._attach(in_context)
         if self.propagates:
             self.meta = {}
-            self._inject(self.meta, context=self._in_context(self._client))
+            self._inject(self.meta, context=in_context)
 
     def server_starts(self, meta: Any = None) -> None:
         context = None
@@ -217,18 +227,21 @@ class Floor:
             self.unjoined += not self._current_span(context).get_span_context().is_valid
         self._server = self._tracer.start_span("tools/call echo", context=context, kind=self._server_kind,
                                                attributes=self._request)
+        self._server_token = self._attach(self._in_context(self._server))
 
     def server_ends(self) -> None:
         server = self._server
         server.set_attributes({"mcp.protocol.version": "2025-06-18", "tool.outcome": "ok"})
         self._server_duration.record(0.001, self._metric, context=self._in_context(server))  # its exemplar, as ours
         server.end()
+        self._detach(self._server_token)
 
     def client_ends(self) -> None:
         client = self._client
         client.set_attributes({"tool.outcome": "ok"})
         self._client_duration.record(0.001, self._metric, context=self._in_context(client))
         client.end()
+        self._detach(self._client_token)
 
     def one_call(self) -> None:
         self.client_starts()
@@ -504,9 +517,11 @@ def interleaved(
 
 
 def count_child(calls: int, endpoint: str, mode: str) -> dict[str, list[float]]:
-    """One block of `mode`, for the parent to count its instructions (this process runs under valgrind)."""
+    """One block of `mode` (`mode@level`: with that many calls in flight), for the parent to count its
+    instructions (this process runs under valgrind)."""
     block, dropped = block_runner(calls, endpoint)
-    block(mode)
+    name, _, level = mode.partition("@")
+    block(name, int(level or 1))
     if dropped.count:
         raise SystemExit(f"the span processor dropped spans ({dropped.count} warnings): the count is void")
     return {}
@@ -584,11 +599,11 @@ SIMULATED_MODES = ("none", "plugin", PROPAGATED)
 
 
 def counted_per_call(
-    modes: tuple[str, ...], calls: int, endpoint: str, source: str | None, simulate: bool = False
+    modes: tuple[str, ...], calls: int, endpoint: str, source: str | None, simulate: bool = False, times: int = 5
 ) -> dict[str, dict[str, float]]:
     """Each mode's events per tools/call as valgrind counts them (`COUNTED`, or `SIMULATED` if `simulate`):
     counts, not times, so free of the machine's noise. Two processes per mode, one block of `calls` and one of
-    5 × `calls`: start-up and warm-up cancel in their difference."""
+    `times` × `calls`: start-up and warm-up cancel in their difference."""
     events = SIMULATED if simulate else COUNTED
     simulation = ("--cache-sim=yes", "--branch-sim=yes") if simulate else ("--cache-sim=no",)
     valgrind = ("valgrind", "--tool=cachegrind", *simulation, "--cachegrind-out-file=/dev/null")
@@ -603,10 +618,10 @@ def counted_per_call(
             counts[event] = int(found.group(1).replace(",", ""))
         return counts
 
-    jobs = [(mode, n) for mode in modes for n in (calls, 5 * calls)]
+    jobs = [(mode, n) for mode in modes for n in (calls, times * calls)]
     with ThreadPoolExecutor(os.cpu_count()) as pool:
         counted = dict(zip(jobs, pool.map(count, jobs)))
-    return {mode: {event: (counted[mode, 5 * calls][event] - counted[mode, calls][event]) / (4 * calls)
+    return {mode: {event: (counted[mode, times * calls][event] - counted[mode, calls][event]) / ((times - 1) * calls)
                    for event in events} for mode in modes}
 
 
@@ -678,6 +693,9 @@ def main() -> None:
         if options.instructions and options.caches:
             per_block = 2 if options.smoke else options.calls
             print_simulated(counted_per_call(SIMULATED_MODES, per_block, sink.endpoint, None, simulate=True))
+            return
+        if options.instructions and options.in_flight:
+            print_counted_in_flight(options.in_flight, 2 if options.smoke else options.calls, sink.endpoint)
             return
         if options.instructions:
             per_block = 2 if options.smoke else options.calls
@@ -756,16 +774,33 @@ def print_in_flight(levels: str, calls: int, blocks: int, rounds: int, endpoint:
     for _ in range(rounds):
         for key, values in run_child("in-flight", calls, blocks, endpoint, mode=levels)[0].items():
             measured.setdefault(key, []).extend(values)
-    version = importlib.metadata.version("mcp")
     print(f"{title()}: {rounds} rounds x {blocks} blocks x {calls} tools/calls, CPU time per call (medians)")
-    print("| mcp | in flight | no telemetry µs | plugin adds µs | adds / adds with 1 in flight |")
+    print_levels({level: (1e6 * statistics.median(measured[f"none@{level}"]),
+                          1e6 * statistics.median(p - n for p, n in zip(measured[f"plugin@{level}"],
+                                                                        measured[f"none@{level}"])))
+                  for level in levels.split(",")}, "µs", "{:.0f}")
+
+
+def print_counted_in_flight(levels: str, calls: int, endpoint: str) -> None:
+    """Instructions per call of `none` and `plugin` with each number of calls in flight: blocks of `calls` and
+    2 × `calls` (5 × takes most of an hour under valgrind at 1,000 calls a block)."""
+    modes = tuple(f"{mode}@{level}" for level in levels.split(",") for mode in ("none", "plugin"))
+    counted = counted_per_call(modes, calls, endpoint, None, times=2)
+    print(f"{title()}: blocks of {calls} and {2 * calls} tools/calls, instructions per call counted by valgrind")
+    print_levels({level: (counted[f"none@{level}"]["instructions"] / 1e6,
+                          (counted[f"plugin@{level}"]["instructions"] - counted[f"none@{level}"]["instructions"]) / 1e6)
+                  for level in levels.split(",")}, "M", "{:.3f}")
+
+
+def print_levels(per_level: dict[str, tuple[float, float]], unit: str, number: str) -> None:
+    """Per number of calls in flight: (no telemetry, plugin adds), and adds against adds with the first level."""
+    print(f"| mcp | in flight | no telemetry {unit} | plugin adds {unit} | adds / adds with "
+          f"{next(iter(per_level))} in flight |")
     print("|---|---|---|---|---|")
-    first = None
-    for level in levels.split(","):
-        none = measured[f"none@{level}"]
-        adds = statistics.median(p - n for p, n in zip(measured[f"plugin@{level}"], none))
-        first = adds if first is None else first
-        print(f"| {version} | {level} | {1e6 * statistics.median(none):.0f} | {1e6 * adds:.0f} | {adds / first:.2f} |")
+    first = next(iter(per_level.values()))[1]
+    for level, (none, adds) in per_level.items():
+        print(f"| {importlib.metadata.version('mcp')} | {level} | {number.format(none)} | {number.format(adds)} | "
+              f"{adds / first:.2f} |")
 
 
 def print_instructions(counted: dict[str, dict[str, float]]) -> None:

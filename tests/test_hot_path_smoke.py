@@ -80,3 +80,8 @@ def test_the_hot_path_benchmark_counts_instructions_in_smoke_mode() -> None:
     for event in ("instructions", "I1 misses", "D1 misses", "mispredicts"):
         row = rf"^\| [\d.]+ \| {event} \| {n} \| {n} \| {n} \| {ratio} \|$"
         assert re.search(row, done.stdout, re.MULTILINE), done.stdout
+    # And the count with calls in flight.
+    done = subprocess.run([*command, "--in-flight", "1,4"], capture_output=True, text=True, timeout=1000)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for level in (1, 4):
+        assert re.search(rf"^\| [\d.]+ \| {level} \| {m} \| {m} \| {ratio} \|$", done.stdout, re.MULTILINE), done.stdout
