@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import yaml
 
-from tests.subprocess_servers import free_port, wait_for_port
+from tests.subprocess_servers import free_port, stop_process, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_COLLECTOR_CONFIG = ROOT / "collector-config" / "otelcol-contrib.yaml"
@@ -161,12 +161,7 @@ def _running(command: list[str], log: Path, ports: tuple[int, ...]) -> Iterator[
                 wait_for_port(port, process)
             yield
         finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process)
 
 
 @contextmanager

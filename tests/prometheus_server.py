@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.subprocess_servers import free_port, require_debian_binary
+from tests.subprocess_servers import free_port, require_debian_binary, stop_process
 
 
 class Prometheus:
@@ -73,9 +73,4 @@ class Prometheus:
         return [exemplar["labels"] for series in body["data"] for exemplar in series["exemplars"]]
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)

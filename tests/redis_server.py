@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.subprocess_servers import free_port, require_debian_binary, wait_for_port
+from tests.subprocess_servers import free_port, require_debian_binary, stop_process, wait_for_port
 
 
 @contextmanager
@@ -25,5 +25,4 @@ def running_redis(workdir: Path) -> Iterator[str]:
         wait_for_port(port, process)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        process.terminate()
-        process.wait(10)
+        stop_process(process)

@@ -50,6 +50,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def stop_process(process: subprocess.Popen, signum: int = signal.SIGTERM) -> None:
+    """Ask a process to end with `signum`, and kill it if it has not within 30 s."""
+    process.send_signal(signum)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 30) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -80,12 +90,7 @@ class HttpServer:
         """SIGINT: uvicorn shuts down, then re-raises the signal; as KeyboardInterrupt that still runs
         the SDK's exit hooks and flushes spans. A re-raised SIGTERM would kill the process unflushed,
         unless the server handles it (tests/task_server.py does)."""
-        self.process.send_signal(signum)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, signum)
 
 
 @asynccontextmanager
