@@ -14,7 +14,9 @@ same telemetry (2 spans and 2 histogram records, with the same attributes).
 Client and server run in one process over memory streams: the full JSON-RPC path, no IPC noise. Each
 round is a fresh process (`--before`: one more, importing the plugin from that checkout) that runs the
 modes in blocks of `--calls` tools/calls, interleaved (the order reversed every other block), so that
-drift on a shared machine hits every mode alike; each block opens a fresh session. A block's cost is the
+drift on a shared machine hits every mode alike; each block opens a fresh session, and what the process
+set up is collected and frozen after the first (warming) pass, so that no full collection in a block
+traverses it (a counted block too: see `settled`). A block's cost is the
 process's CPU time (every thread: the exporter's too) per call, and what the calls queued is exported
 (flushed) inside it:
 - `none`: no plugin, no telemetry;
@@ -45,8 +47,8 @@ process's CPU time (every thread: the exporter's too) per call, and what the cal
   spans, Traceloop, OpenInference, logfire), on for its block and off after it, exporting through the same
   processor; the spans every mode made per call are counted, and reported beside what each adds.
 `plugin adds` = plugin − none, paired block by block; the ratios to report are the medians' ratios,
-plugin adds / in situ adds, plugin adds / in place adds, plugin adds / in place, propagated adds (the goal's),
-and plugin adds / loop. `--instructions` also
+plugin adds / in situ adds, plugin adds / in place adds, plugin adds / in place, propagated adds (the goal's,
+with its 95% interval: a bootstrap over the pairs), and plugin adds / loop. `--instructions` also
 counts `plugin, no propagation` (the plugin with no propagator, as with `OTEL_PROPAGATORS=none`): what the
 plugin's count exceeds it by is what trace propagation costs it.
 `--instructions --caches` counts `none`, `plugin` and the propagated floor under valgrind's cache and branch
@@ -67,6 +69,7 @@ import json
 import logging
 import os
 import pstats
+import random
 import re
 import statistics
 import subprocess
@@ -644,7 +647,18 @@ def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict
     return {mode: events["instructions"] for mode, events in counted.items()}
 
 
-def summary(measured: dict[str, list[float]]) -> dict[str, float]:
+def ratio_interval(pairs: list[tuple[float, float]], resamples: int = 2000) -> tuple[float, float]:
+    """The 95% interval of median(a) / median(b) over pairs of a pass's blocks (a bootstrap: the pairs
+    resampled, seeded): how far the timed ratio may move from run to run with the machine's noise."""
+    chance = random.Random(0)
+    ratios = sorted(
+        statistics.median(a for a, _ in sample) / statistics.median(b for _, b in sample)
+        for sample in ([chance.choice(pairs) for _ in pairs] for _ in range(resamples))
+    )
+    return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
+
+
+def summary(measured: dict[str, list[float]]) -> dict[str, Any]:
     """Medians in µs per call; the added costs paired block by block (the same moment's noise cancels)."""
     def median(values: list[float]) -> float:
         return 1e6 * statistics.median(values)
@@ -668,6 +682,7 @@ def summary(measured: dict[str, list[float]]) -> dict[str, float]:
         "adds / in situ": statistics.median(plugin_adds) / statistics.median(in_situ_adds),
         "adds / in place": statistics.median(plugin_adds) / statistics.median(in_place_adds),
         "adds / propagated": statistics.median(plugin_adds) / statistics.median(propagated_adds),
+        "interval": ratio_interval(list(zip(plugin_adds, propagated_adds))),
         "adds / loop": statistics.median(plugin_adds) / statistics.median(measured["loop"]),
     }
 
@@ -736,13 +751,14 @@ def main() -> None:
           "memory streams, CPU time per call (medians)")
     print("| mcp | plugin | no telemetry µs | plugin adds µs | with no-op providers µs | floor in situ µs "
           "| adds / in situ | floor in place µs | adds / in place | floor in place, propagated µs "
-          "| adds / in place, propagated | floor in a loop µs | adds / loop |")
+          "| adds / in place, propagated (95% interval) | floor in a loop µs | adds / loop |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in sources:
         row = summary(measured[name])
         print(f"| {version} | {name} | {row['none']:.0f} | {row['plugin adds']:.0f} | {row['no-op']:.0f} | "
               f"{row['in situ']:.0f} | {row['adds / in situ']:.2f} | {row['in place']:.0f} | "
-              f"{row['adds / in place']:.2f} | {row[PROPAGATED]:.0f} | {row['adds / propagated']:.2f} | "
+              f"{row['adds / in place']:.2f} | {row[PROPAGATED]:.0f} | {row['adds / propagated']:.2f} "
+              f"({row['interval'][0]:.2f}–{row['interval'][1]:.2f}) | "
               f"{row['loop']:.0f} | {row['adds / loop']:.2f} |")
     print_peers(measured["this checkout"], "µs", "{:.0f}")
 

@@ -47,7 +47,7 @@ def test_the_hot_path_benchmark_runs_every_mode_in_smoke_mode() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     n, ratio = r"-?\d+", r"-?\d+\.\d\d"
     row = (rf"^\| [\d.]+ \| this checkout \| {n} \| {n} \| {n} \| {n} \| {ratio} \| {n} \| {ratio} \| {n} \| {ratio} "
-           rf"\| {n} \| {ratio} \|$")
+           rf"\({ratio}–{ratio}\) \| {n} \| {ratio} \|$")
     assert re.search(row, done.stdout, re.MULTILINE), done.stdout
     assert_every_peer_reported(done.stdout, n, timed=True)
 
