@@ -649,7 +649,8 @@ def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict
 
 def ratio_interval(pairs: list[tuple[float, float]], resamples: int = 2000) -> tuple[float, float]:
     """The 95% interval of median(a) / median(b) over pairs of a pass's blocks (a bootstrap: the pairs
-    resampled, seeded): how far the timed ratio may move from run to run with the machine's noise."""
+    resampled, seeded): how far the noise inside one run may move the timed ratio (between runs, a
+    machine whose speed drifts moves it further)."""
     chance = random.Random(0)
     ratios = sorted(
         statistics.median(a for a, _ in sample) / statistics.median(b for _, b in sample)
