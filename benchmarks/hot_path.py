@@ -183,6 +183,7 @@ class Floor:
     in the context extracted from the `_meta` its request carried."""
 
     def __init__(self, tracer_provider: Any, meter_provider: Any, propagates: bool = False) -> None:
+        from mcp.types import LATEST_PROTOCOL_VERSION
         from opentelemetry.context import attach, detach
         from opentelemetry.propagate import extract, inject
         from opentelemetry.trace import SpanKind, get_current_span, set_span_in_context
@@ -197,13 +198,20 @@ class Floor:
         meter = meter_provider.get_meter("floor")
         self._server_duration = meter.create_histogram("mcp.server.operation.duration", unit="s")
         self._client_duration = meter.create_histogram("mcp.client.operation.duration", unit="s")
+        self.negotiated(LATEST_PROTOCOL_VERSION)  # until a session says (`loop` has none)
         self._request_ids = iter(range(1 << 62))
         self._request: dict[str, str] = {}
-        self._metric: dict[str, str] = {}
         self._client: Any = None
         self._server: Any = None
         self._client_token: Any = None
         self._server_token: Any = None
+
+    def negotiated(self, protocol_version: str) -> None:
+        """The session's protocol version, which ours record as each span ends and on its metric. The metric's
+        attributes are the same on every call: made once, as ours are."""
+        self._outcome = {"mcp.protocol.version": protocol_version, "tool.outcome": "ok"}
+        self._metric = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": "echo", **self._outcome}
 
     def client_starts(self) -> None:
         self._request = {
@@ -212,8 +220,6 @@ class Floor:
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": "echo",
         }
-        self._metric = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
-                        "gen_ai.tool.name": "echo", "mcp.protocol.version": "2025-06-18", "tool.outcome": "ok"}
         self._client = self._tracer.start_span("tools/call echo", kind=self._client_kind, attributes=self._request)
         in_context = self._in_context(self._client)
         self._client_token = self._attach(in_context)
@@ -234,14 +240,14 @@ class Floor:
 
     def server_ends(self) -> None:
         server = self._server
-        server.set_attributes({"mcp.protocol.version": "2025-06-18", "tool.outcome": "ok"})
+        server.set_attributes(self._outcome)
         self._server_duration.record(0.001, self._metric)  # in its span's context, current: its exemplar, as ours
         server.end()
         self._detach(self._server_token)
 
     def client_ends(self) -> None:
         client = self._client
-        client.set_attributes({"tool.outcome": "ok"})
+        client.set_attributes(self._outcome)
         self._client_duration.record(0.001, self._metric)
         client.end()
         self._detach(self._client_token)
@@ -354,8 +360,10 @@ async def traffic_block(
             await call_with_meta(session, {"text": text}, floor.meta)
         floor.client_ends()
 
-    async def timed(session: Any) -> float:
+    async def timed(session: Any, protocol_version: str) -> float:
         nonlocal takes_meta
+        if floor is not None:
+            floor.negotiated(protocol_version)
         takes_meta = "meta" in inspect.signature(session.call_tool).parameters
         for _ in range(WARM_UP):
             await call(session, "warm")
@@ -407,13 +415,13 @@ async def traffic_block(
                     yield client_read, client_write
 
                 async with Client(streams(), mode="legacy") as session:
-                    seconds = await timed(session)
+                    seconds = await timed(session, session.protocol_version)
             else:
                 from mcp import ClientSession
 
                 async with ClientSession(client_read, client_write) as session:
-                    await session.initialize()
-                    seconds = await timed(session)
+                    initialized = await session.initialize()
+                    seconds = await timed(session, initialized.protocolVersion)
             tg.cancel_scope.cancel()
     return seconds
 
