@@ -6,7 +6,7 @@ same telemetry (2 spans and 2 histogram records, with the same attributes).
     python benchmarks/hot_path.py --before /tmp/old/src                       # also another checkout's plugin
     python benchmarks/hot_path.py --memory 100000                             # resident memory over 100,000 calls
     python benchmarks/hot_path.py --instructions --calls 50                   # instructions per call (valgrind)
-    python benchmarks/hot_path.py --instructions --caches --calls 100        # and what caches make of them
+    python benchmarks/hot_path.py --instructions --caches --calls 50         # and what caches make of them
     python benchmarks/hot_path.py --in-flight 1,100,1000 --calls 1000        # added CPU with many calls in flight
     python benchmarks/hot_path.py --instructions --in-flight 1,1000 --calls 1000  # and added instructions
     python benchmarks/hot_path.py --user-hooks ...                            # the plugin with (no-op) user hooks
@@ -52,8 +52,9 @@ with its 95% interval: a bootstrap over the pairs), and plugin adds / loop. `--i
 counts `plugin, no propagation` (the plugin with no propagator, as with `OTEL_PROPAGATORS=none`): what the
 plugin's count exceeds it by is what trace propagation costs it.
 `--instructions --caches` counts `none`, `plugin` and the propagated floor under valgrind's cache and branch
-simulation: the instruction-cache misses, data-cache misses and branch mispredictions each adds, which a count
-of instructions does not see and CPU time does.
+simulation: the first-level instruction-cache and data-cache misses, the misses of the core's own L2 (simulated as
+the last level: what goes past the core), and the branch mispredictions each adds, which a count of instructions
+does not see and CPU time does.
 A run fails if the span processor dropped a span: a floor that exports less than it records is no floor.
 """
 
@@ -616,10 +617,28 @@ INSTRUCTION_MODES = ("none", "plugin", "in situ", "in place", PROPAGATED, UNPROP
 VALGRIND_ENVIRONMENT = {"OTEL_BSP_SCHEDULE_DELAY": "3600000", "OTEL_METRIC_EXPORT_INTERVAL": "3600000",
                         "PYTHONHASHSEED": "0"}
 COUNTED = {"instructions": r"I\s+refs"}
-# And what the CPU's caches and branch predictor make of them, as cachegrind simulates them (this CPU's cache
-# sizes where it can read them; a simple branch predictor of its own).
-SIMULATED = {**COUNTED, "I1 misses": r"I1\s+misses", "D1 misses": r"D1\s+misses", "mispredicts": r"Mispredicts"}
+# And what the CPU's caches and branch predictor make of them, as cachegrind simulates them (this CPU's first-level
+# cache sizes where it can read them, the last level as `core_cache` says; a simple branch predictor of its own).
+SIMULATED = {**COUNTED, "I1 misses": r"I1\s+misses", "D1 misses": r"D1\s+misses", "LL misses": r"LL\s+misses",
+             "mispredicts": r"Mispredicts"}
 SIMULATED_MODES = ("none", "plugin", PROPAGATED)
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def core_cache() -> tuple[int, int, int] | None:
+    """This core's own last cache (L2: size, ways, line bytes, as the kernel tells them), simulated as cachegrind's
+    last level (LL): its misses are what goes past the core to the cache it shares with other cores, and on a
+    virtual machine with other machines. None where the kernel does not tell it or cachegrind cannot simulate it
+    (a power of two sets): cachegrind's own choice, this CPU's last level, stands."""
+    try:
+        level2 = next(index for index in CPU_CACHES.glob("index*") if (index / "level").read_text().strip() == "2")
+        size = int((level2 / "size").read_text().strip().rstrip("K")) * 1024
+        ways = int((level2 / "ways_of_associativity").read_text())
+        line = int((level2 / "coherency_line_size").read_text())
+    except (OSError, ValueError, StopIteration):
+        return None
+    sets = size // (ways * line)
+    return (size, ways, line) if sets > 0 and sets & (sets - 1) == 0 else None
 
 
 def counted_per_call(
@@ -629,7 +648,9 @@ def counted_per_call(
     counts, not times, so free of the machine's noise. Two processes per mode, one block of `calls` and one of
     `times` × `calls`: start-up and warm-up cancel in their difference."""
     events = SIMULATED if simulate else COUNTED
-    simulation = ("--cache-sim=yes", "--branch-sim=yes") if simulate else ("--cache-sim=no",)
+    core = core_cache()
+    last_level = () if core is None else (f"--LL={core[0]},{core[1]},{core[2]}",)
+    simulation = ("--cache-sim=yes", "--branch-sim=yes", *last_level) if simulate else ("--cache-sim=no",)
     valgrind = ("valgrind", "--tool=cachegrind", *simulation, "--cachegrind-out-file=/dev/null")
 
     def count(job: tuple[str, int]) -> dict[str, int]:
@@ -860,8 +881,10 @@ def print_instructions(counted: dict[str, dict[str, float]]) -> None:
 
 def print_simulated(counted: dict[str, dict[str, float]]) -> None:
     """What the plugin and the propagated floor add to each simulated event per call, and their ratio."""
+    core = core_cache()
+    last_level = "this CPU's last-level cache" if core is None else f"this core's L2 ({core[0] // 1024} KiB)"
     print(f"{title()}: per tools/call, as valgrind's cache and branch simulation counts them, in one process over "
-          "memory streams")
+          f"memory streams; LL: {last_level}")
     print("| mcp | event | no telemetry | plugin adds | floor in place, propagated adds | adds / floor adds |")
     print("|---|---|---|---|---|---|")
     version, none = importlib.metadata.version("mcp"), counted["none"]

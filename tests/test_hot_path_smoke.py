@@ -77,7 +77,7 @@ def test_the_hot_path_benchmark_counts_instructions_in_smoke_mode() -> None:
     done = subprocess.run([*command, "--caches"], capture_output=True, text=True, timeout=1000)
     assert done.returncode == 0, done.stderr[-3000:]
     n = r"-?[\d,]+"
-    for event in ("instructions", "I1 misses", "D1 misses", "mispredicts"):
+    for event in ("instructions", "I1 misses", "D1 misses", "LL misses", "mispredicts"):
         row = rf"^\| [\d.]+ \| {event} \| {n} \| {n} \| {n} \| {ratio} \|$"
         assert re.search(row, done.stdout, re.MULTILINE), done.stdout
     # And the count with calls in flight.
