@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import gc
 import importlib.metadata
 import inspect
@@ -625,6 +626,7 @@ SIMULATED_MODES = ("none", "plugin", PROPAGATED)
 CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
+@functools.cache  # read once: the simulation's options and its report's header both ask
 def core_cache() -> tuple[int, int, int] | None:
     """This core's own last cache (L2: size, ways, line bytes, as the kernel tells them), simulated as cachegrind's
     last level (LL): its misses are what goes past the core to the cache it shares with other cores, and on a
@@ -648,9 +650,11 @@ def counted_per_call(
     counts, not times, so free of the machine's noise. Two processes per mode, one block of `calls` and one of
     `times` × `calls`: start-up and warm-up cancel in their difference."""
     events = SIMULATED if simulate else COUNTED
-    core = core_cache()
-    last_level = () if core is None else (f"--LL={core[0]},{core[1]},{core[2]}",)
-    simulation = ("--cache-sim=yes", "--branch-sim=yes", *last_level) if simulate else ("--cache-sim=no",)
+    simulation: tuple[str, ...] = ("--cache-sim=no",)
+    if simulate:
+        core = core_cache()
+        last_level = () if core is None else (f"--LL={core[0]},{core[1]},{core[2]}",)
+        simulation = ("--cache-sim=yes", "--branch-sim=yes", *last_level)
     valgrind = ("valgrind", "--tool=cachegrind", *simulation, "--cachegrind-out-file=/dev/null")
 
     def count(job: tuple[str, int]) -> dict[str, int]:
