@@ -2,6 +2,7 @@
 same telemetry (2 spans and 2 histogram records, with the same attributes).
 
     python benchmarks/hot_path.py [--calls 300] [--blocks 12] [--rounds 3]   # on the installed mcp line
+    python benchmarks/hot_path.py --goal --calls 50 --blocks 30 --rounds 16   # the goal's ratio alone, many rounds
     python benchmarks/hot_path.py --profile plugin                            # cProfile of one block, top 30
     python benchmarks/hot_path.py --before /tmp/old/src                       # also another checkout's plugin
     python benchmarks/hot_path.py --memory 100000                             # resident memory over 100,000 calls
@@ -48,9 +49,11 @@ process's CPU time (every thread: the exporter's too) per call, and what the cal
   processor; the spans every mode made per call are counted, and reported beside what each adds.
 `plugin adds` = plugin − none, paired block by block; the ratios to report are the medians' ratios,
 plugin adds / in situ adds, plugin adds / in place adds, plugin adds / in place, propagated adds (the goal's,
-with its 95% interval: a bootstrap over the pairs), and plugin adds / loop. `--instructions` also
-counts `plugin, no propagation` (the plugin with no propagator, as with `OTEL_PROPAGATORS=none`): what the
-plugin's count exceeds it by is what trace propagation costs it.
+with its 95% interval: a bootstrap over the rounds and the pairs in each, and each round's own ratio), and
+plugin adds / loop. `--goal` runs only `none`, `plugin` and the propagated floor, so that a run can afford many
+rounds: a process's figure strays far from the next one's on mcp 1.x, and only many processes settle it.
+`--instructions` also counts `plugin, no propagation` (the plugin with no propagator, as with
+`OTEL_PROPAGATORS=none`): what the plugin's count exceeds it by is what trace propagation costs it.
 `--instructions --caches` counts `none`, `plugin` and the propagated floor under valgrind's cache and branch
 simulation: the first-level instruction-cache and data-cache misses, the misses of the core's own L2 (simulated as
 the last level: what goes past the core), and the branch mispredictions each adds, which a count of instructions
@@ -92,6 +95,8 @@ PROPAGATED = "in place, propagated"
 SPANS = "spans per call"
 SPANS_ONLY = "plugin, spans only"  # with a no-op meter provider: the work of the peers that record no metrics
 MODES = ("none", "plugin", "no-op", "in situ", "in place", PROPAGATED, "loop", SPANS_ONLY)
+# The goal's ratio alone (`--goal`, so that many rounds fit; `--caches`, simulated): the plugin against the floor.
+GOAL_MODES = ("none", "plugin", PROPAGATED)
 WARM_UP = 50
 FLUSH_EVERY = 256  # calls: 512 spans, one full export batch, well inside the span queue (2,048)
 MCP_MAJOR = int(importlib.metadata.version("mcp").split(".")[0])
@@ -541,6 +546,13 @@ def interleaved(
     return measured
 
 
+def goal_child(calls: int, blocks: int, endpoint: str) -> dict[str, list[float]]:
+    """`none`, `plugin` and the propagated floor's CPU seconds per call, block by block, interleaved as in
+    `child`: three modes, so a round takes a third of the time of all of them."""
+    block, dropped = block_runner(calls, endpoint)
+    return interleaved({mode: (mode, 1) for mode in GOAL_MODES}, blocks, block, dropped)
+
+
 def count_child(calls: int, endpoint: str, mode: str) -> dict[str, list[float]]:
     """One block of `mode` (`mode@level`: with that many calls in flight), for the parent to count its
     instructions (this process runs under valgrind)."""
@@ -622,7 +634,6 @@ COUNTED = {"instructions": r"I\s+refs"}
 # cache sizes where it can read them, the last level as `core_cache` says; a simple branch predictor of its own).
 SIMULATED = {**COUNTED, "I1 misses": r"I1\s+misses", "D1 misses": r"D1\s+misses", "LL misses": r"LL\s+misses",
              "mispredicts": r"Mispredicts"}
-SIMULATED_MODES = ("none", "plugin", PROPAGATED)
 CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
@@ -680,20 +691,48 @@ def instructions_per_call(calls: int, endpoint: str, source: str | None) -> dict
     return {mode: events["instructions"] for mode, events in counted.items()}
 
 
-def ratio_interval(pairs: list[tuple[float, float]], resamples: int = 2000) -> tuple[float, float]:
-    """The 95% interval of median(a) / median(b) over pairs of a pass's blocks (a bootstrap: the pairs
-    resampled, seeded): how far the noise inside one run may move the timed ratio (between runs, a
-    machine whose speed drifts moves it further)."""
+def ratio_interval(rounds: list[list[tuple[float, float]]], resamples: int = 2000) -> tuple[float, float]:
+    """The 95% interval of median(a) / median(b) over pairs (a, b) of a pass's blocks, grouped by round: a
+    bootstrap at both levels (seeded), the rounds resampled and then each chosen round's pairs. A round is a
+    process, and processes differ: on mcp 1.x the same mode's added cost moves by up to 2× from one process to
+    the next (with the hash seed fixed too), more than between its blocks, so the interval counts both."""
     chance = random.Random(0)
-    ratios = sorted(
-        statistics.median(a for a, _ in sample) / statistics.median(b for _, b in sample)
-        for sample in ([chance.choice(pairs) for _ in pairs] for _ in range(resamples))
-    )
+
+    def resample() -> float:
+        pairs = [pair for chosen in (chance.choice(rounds) for _ in rounds) for pair in
+                 (chance.choice(chosen) for _ in chosen)]
+        return statistics.median(a for a, _ in pairs) / statistics.median(b for _, b in pairs)
+
+    ratios = sorted(resample() for _ in range(resamples))
     return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
 
 
-def summary(measured: dict[str, list[float]]) -> dict[str, Any]:
-    """Medians in µs per call; the added costs paired block by block (the same moment's noise cancels)."""
+def goal_pairs(rounds: list[dict[str, list[float]]]) -> list[list[tuple[float, float]]]:
+    """Per round, (plugin adds, propagated floor adds) for each pass: each paired with the pass's `none`."""
+    return [[(plugin - none, floor - none) for plugin, floor, none in
+             zip(measured["plugin"], measured[PROPAGATED], measured["none"])] for measured in rounds]
+
+
+def round_ratios(pairs: list[list[tuple[float, float]]]) -> str:
+    """Each round's own goal ratio, in the order run: how far one process's figure strays."""
+    return ", ".join(f"{statistics.median(a for a, _ in each) / statistics.median(b for _, b in each):.2f}"
+                     for each in pairs)
+
+
+def pooled(rounds: list[dict[str, list[float]]]) -> dict[str, list[float]]:
+    """Every round's values of each mode, one list per mode."""
+    measured: dict[str, list[float]] = {}
+    for each in rounds:
+        for mode, values in each.items():
+            measured.setdefault(mode, []).extend(values)
+    return measured
+
+
+def summary(rounds: list[dict[str, list[float]]]) -> dict[str, Any]:
+    """Medians in µs per call over every round's blocks; the added costs paired block by block (the same
+    moment's noise cancels)."""
+    measured = pooled(rounds)
+
     def median(values: list[float]) -> float:
         return 1e6 * statistics.median(values)
 
@@ -716,7 +755,8 @@ def summary(measured: dict[str, list[float]]) -> dict[str, Any]:
         "adds / in situ": statistics.median(plugin_adds) / statistics.median(in_situ_adds),
         "adds / in place": statistics.median(plugin_adds) / statistics.median(in_place_adds),
         "adds / propagated": statistics.median(plugin_adds) / statistics.median(propagated_adds),
-        "interval": ratio_interval(list(zip(plugin_adds, propagated_adds))),
+        "interval": ratio_interval(goal_pairs(rounds)),
+        "per round": round_ratios(goal_pairs(rounds)),
         "adds / loop": statistics.median(plugin_adds) / statistics.median(measured["loop"]),
     }
 
@@ -728,6 +768,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per plugin measured")
     parser.add_argument("--profile", choices=(*MODES, *PEER_OF),
                         help="profile one block of this mode instead of measuring")
+    parser.add_argument("--goal", action="store_true",
+                        help="only none, the plugin and the propagated floor: the goal's ratio, over many rounds")
     parser.add_argument("--smoke", action="store_true", help="a few calls each, to check that it works")
     parser.add_argument("--before", help="src/ of another checkout: its plugin is measured too, interleaved")
     parser.add_argument("--memory", type=int, metavar="CALLS",
@@ -747,14 +789,14 @@ def main() -> None:
     calls, blocks, rounds = (20, 1, 1) if options.smoke else (options.calls, options.blocks, options.rounds)
     sink = OtlpSink(keep=False).start()
     sources = {"this checkout": None, **({options.before: options.before} if options.before else {})}
-    measured: dict[str, dict[str, list[float]]] = {name: {} for name in sources}
+    measured: dict[str, list[dict[str, list[float]]]] = {name: [] for name in sources}  # each round's
     try:
         if options.profile:
             print(run_child("profile", calls, blocks, sink.endpoint, mode=options.profile)[1])
             return
         if options.instructions and options.caches:
             per_block = 2 if options.smoke else options.calls
-            print_simulated(counted_per_call(SIMULATED_MODES, per_block, sink.endpoint, None, simulate=True))
+            print_simulated(counted_per_call(GOAL_MODES, per_block, sink.endpoint, None, simulate=True))
             return
         if options.instructions and options.in_flight:
             print_counted_in_flight(options.in_flight, 2 if options.smoke else options.calls, sink.endpoint)
@@ -774,12 +816,15 @@ def main() -> None:
             for done, mib, held in zip(report["calls"], report["rss_mib"], report["held"]):
                 print(f"| {done:,} | {mib:.1f} | {held:.0f} |")
             return
+        job = "goal" if options.goal else "measure"
         for _ in range(rounds):
             for name, source in sources.items():
-                for mode, values in run_child("measure", calls, blocks, sink.endpoint, source=source)[0].items():
-                    measured[name].setdefault(mode, []).extend(values)
+                measured[name].append(run_child(job, calls, blocks, sink.endpoint, source=source)[0])
     finally:
         sink.stop()
+    if options.goal:
+        print_goal(measured, rounds, blocks, calls)
+        return
     version = importlib.metadata.version("mcp")
     print(f"{title()}: {rounds} rounds x {blocks} blocks x {calls} tools/calls per mode, in one process over "
           "memory streams, CPU time per call (medians)")
@@ -787,14 +832,32 @@ def main() -> None:
           "| adds / in situ | floor in place µs | adds / in place | floor in place, propagated µs "
           "| adds / in place, propagated (95% interval) | floor in a loop µs | adds / loop |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name in sources:
-        row = summary(measured[name])
+    rows = {name: summary(measured[name]) for name in sources}
+    for name, row in rows.items():
         print(f"| {version} | {name} | {row['none']:.0f} | {row['plugin adds']:.0f} | {row['no-op']:.0f} | "
               f"{row['in situ']:.0f} | {row['adds / in situ']:.2f} | {row['in place']:.0f} | "
               f"{row['adds / in place']:.2f} | {row[PROPAGATED]:.0f} | {row['adds / propagated']:.2f} "
               f"({row['interval'][0]:.2f}–{row['interval'][1]:.2f}) | "
               f"{row['loop']:.0f} | {row['adds / loop']:.2f} |")
-    print_peers(measured["this checkout"], "µs", "{:.0f}")
+    for name, row in rows.items():
+        print(f"adds / in place, propagated, each round ({name}): {row['per round']}")
+    print_peers(pooled(measured["this checkout"]), "µs", "{:.0f}")
+
+
+def print_goal(measured: dict[str, list[dict[str, list[float]]]], rounds: int, blocks: int, calls: int) -> None:
+    """The goal's ratio alone: the plugin against the propagated floor, over many rounds (fresh processes)."""
+    version = importlib.metadata.version("mcp")
+    print(f"{title()}: {rounds} rounds x {blocks} blocks x {calls} tools/calls of {', '.join(GOAL_MODES)}, in one "
+          "process over memory streams, CPU time per call (medians)")
+    print("| mcp | plugin | no telemetry µs | plugin adds µs | floor in place, propagated µs "
+          "| adds / in place, propagated (95% interval) | each round |\n|---|---|---|---|---|---|---|")
+    for name, each in measured.items():
+        pairs = goal_pairs(each)
+        plugin = statistics.median(a for pairs_of_round in pairs for a, _ in pairs_of_round)
+        floor = statistics.median(b for pairs_of_round in pairs for _, b in pairs_of_round)
+        low, high = ratio_interval(pairs)
+        print(f"| {version} | {name} | {1e6 * statistics.median(pooled(each)['none']):.0f} | {1e6 * plugin:.0f} | "
+              f"{1e6 * floor:.0f} | {plugin / floor:.2f} ({low:.2f}–{high:.2f}) | {round_ratios(pairs)} |")
 
 
 PLUGIN_RECORDS = ("a CLIENT and a SERVER span per tools/call with `tool.outcome`, a record in each duration "
@@ -908,6 +971,8 @@ if __name__ == "__main__":
             measured = count_child(calls, endpoint, mode)
         elif job == "in-flight":
             measured = in_flight_child(calls, blocks, endpoint, mode)
+        elif job == "goal":
+            measured = goal_child(calls, blocks, endpoint)
         else:
             measured = child(calls, blocks, endpoint, mode)
         print(json.dumps(measured))

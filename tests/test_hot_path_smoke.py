@@ -49,7 +49,18 @@ def test_the_hot_path_benchmark_runs_every_mode_in_smoke_mode() -> None:
     row = (rf"^\| [\d.]+ \| this checkout \| {n} \| {n} \| {n} \| {n} \| {ratio} \| {n} \| {ratio} \| {n} \| {ratio} "
            rf"\({ratio}–{ratio}\) \| {n} \| {ratio} \|$")
     assert re.search(row, done.stdout, re.MULTILINE), done.stdout
+    assert re.search(rf"^adds / in place, propagated, each round \(this checkout\): {ratio}$", done.stdout,
+                     re.MULTILINE), done.stdout
     assert_every_peer_reported(done.stdout, n, timed=True)
+
+
+def test_the_hot_path_benchmark_measures_the_goal_alone_in_smoke_mode() -> None:
+    command = [sys.executable, str(HOT_PATH), "--goal", "--smoke"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    n, ratio = r"-?\d+", r"-?\d+\.\d\d"
+    row = rf"^\| [\d.]+ \| this checkout \| {n} \| {n} \| {n} \| {ratio} \({ratio}–{ratio}\) \| {ratio} \|$"
+    assert re.search(row, done.stdout, re.MULTILINE), done.stdout
 
 
 def test_the_hot_path_benchmark_measures_calls_in_flight_in_smoke_mode() -> None:
