@@ -42,34 +42,39 @@ def assert_every_peer_reported(stdout: str, number: str, timed: bool) -> None:
         assert re.search(row("mcp's own spans"), stdout, re.MULTILINE), stdout
 
 
-def test_the_hot_path_benchmark_runs_every_mode_in_smoke_mode() -> None:
-    done = subprocess.run([sys.executable, str(HOT_PATH), "--smoke"], capture_output=True, text=True, timeout=600)
+NUMBER, RATIO, MILLIONS = r"-?\d+", r"-?\d+\.\d\d", r"-?\d+\.\d{3}"
+
+
+def run_smoke(*options: str, timeout: int = 600) -> str:
+    """What the benchmark prints in smoke mode with these options; it must exit cleanly."""
+    command = [sys.executable, str(HOT_PATH), *options, "--smoke"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
-    n, ratio = r"-?\d+", r"-?\d+\.\d\d"
+    return done.stdout
+
+
+def test_the_hot_path_benchmark_runs_every_mode_in_smoke_mode() -> None:
+    stdout = run_smoke()
+    n, ratio = NUMBER, RATIO
     row = (rf"^\| [\d.]+ \| this checkout \| {n} \| {n} \| {n} \| {n} \| {ratio} \| {n} \| {ratio} \| {n} \| {ratio} "
            rf"\({ratio}–{ratio}\) \| {n} \| {ratio} \|$")
-    assert re.search(row, done.stdout, re.MULTILINE), done.stdout
-    assert re.search(rf"^adds / in place, propagated, each round \(this checkout\): {ratio}$", done.stdout,
-                     re.MULTILINE), done.stdout
-    assert_every_peer_reported(done.stdout, n, timed=True)
+    assert re.search(row, stdout, re.MULTILINE), stdout
+    each_round = rf"^adds / in place, propagated, each round \(this checkout\): {ratio}$"
+    assert re.search(each_round, stdout, re.MULTILINE), stdout
+    assert_every_peer_reported(stdout, n, timed=True)
 
 
 def test_the_hot_path_benchmark_measures_the_goal_alone_in_smoke_mode() -> None:
-    command = [sys.executable, str(HOT_PATH), "--goal", "--smoke"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    n, ratio = r"-?\d+", r"-?\d+\.\d\d"
+    stdout = run_smoke("--goal")
+    n, ratio = NUMBER, RATIO
     row = rf"^\| [\d.]+ \| this checkout \| {n} \| {n} \| {n} \| {ratio} \({ratio}–{ratio}\) \| {ratio} \|$"
-    assert re.search(row, done.stdout, re.MULTILINE), done.stdout
+    assert re.search(row, stdout, re.MULTILINE), stdout
 
 
 def test_the_hot_path_benchmark_measures_calls_in_flight_in_smoke_mode() -> None:
-    command = [sys.executable, str(HOT_PATH), "--in-flight", "1,4", "--smoke"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    n, ratio = r"-?\d+", r"-?\d+\.\d\d"
+    stdout = run_smoke("--in-flight", "1,4")
     for level in (1, 4):
-        assert re.search(rf"^\| [\d.]+ \| {level} \| {n} \| {n} \| {ratio} \|$", done.stdout, re.MULTILINE), done.stdout
+        assert re.search(rf"^\| [\d.]+ \| {level} \| {NUMBER} \| {NUMBER} \| {RATIO} \|$", stdout, re.MULTILINE), stdout
 
 
 @pytest.mark.long
@@ -77,22 +82,18 @@ def test_the_hot_path_benchmark_measures_calls_in_flight_in_smoke_mode() -> None
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind counts the instructions")
 @pytest.mark.skipif(importlib.util.find_spec("fastmcp") is not None, reason="once per SDK line is enough")
 def test_the_hot_path_benchmark_counts_instructions_in_smoke_mode() -> None:
-    command = [sys.executable, str(HOT_PATH), "--instructions", "--smoke"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    m, ratio = r"-?\d+\.\d{3}", r"-?\d+\.\d\d"
+    stdout = run_smoke("--instructions", timeout=1200)
+    m, ratio = MILLIONS, RATIO
     row = rf"^\| [\d.]+ \| this checkout \| {m} \| {m} \| {m} \| {m} \| {ratio} \| {m} \| {ratio} \| {m} \| {ratio} \|$"
-    assert re.search(row, done.stdout, re.MULTILINE), done.stdout
-    assert_every_peer_reported(done.stdout, m, timed=False)
+    assert re.search(row, stdout, re.MULTILINE), stdout
+    assert_every_peer_reported(stdout, m, timed=False)
     # And what the simulated caches and branch predictor make of them: a row for each event.
-    done = subprocess.run([*command, "--caches"], capture_output=True, text=True, timeout=1000)
-    assert done.returncode == 0, done.stderr[-3000:]
+    stdout = run_smoke("--instructions", "--caches", timeout=1000)
     n = r"-?[\d,]+"
     for event in ("instructions", "I1 misses", "D1 misses", "LL misses", "mispredicts"):
         row = rf"^\| [\d.]+ \| {event} \| {n} \| {n} \| {n} \| {ratio} \|$"
-        assert re.search(row, done.stdout, re.MULTILINE), done.stdout
+        assert re.search(row, stdout, re.MULTILINE), stdout
     # And the count with calls in flight.
-    done = subprocess.run([*command, "--in-flight", "1,4"], capture_output=True, text=True, timeout=1000)
-    assert done.returncode == 0, done.stderr[-3000:]
+    stdout = run_smoke("--instructions", "--in-flight", "1,4", timeout=1000)
     for level in (1, 4):
-        assert re.search(rf"^\| [\d.]+ \| {level} \| {m} \| {m} \| {ratio} \|$", done.stdout, re.MULTILINE), done.stdout
+        assert re.search(rf"^\| [\d.]+ \| {level} \| {m} \| {m} \| {ratio} \|$", stdout, re.MULTILINE), stdout
