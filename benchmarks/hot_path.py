@@ -497,8 +497,11 @@ def block_runner(calls: int, endpoint: str) -> tuple[Callable[..., float], Dropp
     return block, dropped
 
 
-def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[str, list[float]]:
-    """Every mode's CPU seconds per call, block by block, in this one process."""
+def child(
+    calls: int, blocks: int, endpoint: str, profile: str | None, modes: tuple[str, ...] = (*MODES, *PEER_OF)
+) -> dict[str, list[float]]:
+    """Each of `modes`' CPU seconds per call, block by block, in this one process (`--goal`: `GOAL_MODES`, so
+    a round takes a third of the time of all of them)."""
     block, dropped = block_runner(calls, endpoint)
 
     if profile is not None:
@@ -511,7 +514,7 @@ def child(calls: int, blocks: int, endpoint: str, profile: str | None) -> dict[s
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(os.environ.get("PROFILE_FILTER", ""), 30)
         print(out.getvalue(), file=sys.stderr)
         return {}
-    return interleaved({mode: (mode, 1) for mode in (*MODES, *PEER_OF)}, blocks, block, dropped)
+    return interleaved({mode: (mode, 1) for mode in modes}, blocks, block, dropped)
 
 
 def settled() -> None:
@@ -544,13 +547,6 @@ def interleaved(
     if dropped.count:
         raise SystemExit(f"the span processor dropped spans ({dropped.count} warnings): the measurement is void")
     return measured
-
-
-def goal_child(calls: int, blocks: int, endpoint: str) -> dict[str, list[float]]:
-    """`none`, `plugin` and the propagated floor's CPU seconds per call, block by block, interleaved as in
-    `child`: three modes, so a round takes a third of the time of all of them."""
-    block, dropped = block_runner(calls, endpoint)
-    return interleaved({mode: (mode, 1) for mode in GOAL_MODES}, blocks, block, dropped)
 
 
 def count_child(calls: int, endpoint: str, mode: str) -> dict[str, list[float]]:
@@ -728,6 +724,22 @@ def pooled(rounds: list[dict[str, list[float]]]) -> dict[str, list[float]]:
     return measured
 
 
+def goal_summary(rounds: list[dict[str, list[float]]]) -> dict[str, Any]:
+    """The goal's figures over every round: `none`'s median and the plugin's and the propagated floor's added
+    medians in µs per call, their ratio, its interval and each round's own ratio."""
+    pairs = goal_pairs(rounds)
+    plugin = statistics.median(a for each in pairs for a, _ in each)
+    floor = statistics.median(b for each in pairs for _, b in each)
+    return {
+        "none": 1e6 * statistics.median(none for each in rounds for none in each["none"]),
+        "plugin adds": 1e6 * plugin,
+        PROPAGATED: 1e6 * floor,
+        "adds / propagated": plugin / floor,
+        "interval": ratio_interval(pairs),
+        "per round": round_ratios(pairs),
+    }
+
+
 def summary(rounds: list[dict[str, list[float]]]) -> dict[str, Any]:
     """Medians in µs per call over every round's blocks; the added costs paired block by block (the same
     moment's noise cancels)."""
@@ -741,22 +753,16 @@ def summary(rounds: list[dict[str, list[float]]]) -> dict[str, Any]:
     def adds(mode: str) -> list[float]:
         return [m - n for m, n in zip(measured[mode], none)]
 
-    plugin_adds, no_op_adds = adds("plugin"), adds("no-op")
-    in_situ_adds, in_place_adds, propagated_adds = adds("in situ"), adds("in place"), adds(PROPAGATED)
+    plugin_adds, in_situ_adds, in_place_adds = adds("plugin"), adds("in situ"), adds("in place")
     return {
-        "none": median(none),
-        "plugin adds": median(plugin_adds),
-        "no-op": median(no_op_adds),
+        **goal_summary(rounds),
+        "no-op": median(adds("no-op")),
         "in situ": median(in_situ_adds),
         "in place": median(in_place_adds),
-        PROPAGATED: median(propagated_adds),
         "loop": median(measured["loop"]),
         # Ratios of the medians: a block's own ratio divides by a small, noisy difference.
         "adds / in situ": statistics.median(plugin_adds) / statistics.median(in_situ_adds),
         "adds / in place": statistics.median(plugin_adds) / statistics.median(in_place_adds),
-        "adds / propagated": statistics.median(plugin_adds) / statistics.median(propagated_adds),
-        "interval": ratio_interval(goal_pairs(rounds)),
-        "per round": round_ratios(goal_pairs(rounds)),
         "adds / loop": statistics.median(plugin_adds) / statistics.median(measured["loop"]),
     }
 
@@ -852,12 +858,10 @@ def print_goal(measured: dict[str, list[dict[str, list[float]]]], rounds: int, b
     print("| mcp | plugin | no telemetry µs | plugin adds µs | floor in place, propagated µs "
           "| adds / in place, propagated (95% interval) | each round |\n|---|---|---|---|---|---|---|")
     for name, each in measured.items():
-        pairs = goal_pairs(each)
-        plugin = statistics.median(a for pairs_of_round in pairs for a, _ in pairs_of_round)
-        floor = statistics.median(b for pairs_of_round in pairs for _, b in pairs_of_round)
-        low, high = ratio_interval(pairs)
-        print(f"| {version} | {name} | {1e6 * statistics.median(pooled(each)['none']):.0f} | {1e6 * plugin:.0f} | "
-              f"{1e6 * floor:.0f} | {plugin / floor:.2f} ({low:.2f}–{high:.2f}) | {round_ratios(pairs)} |")
+        row = goal_summary(each)
+        print(f"| {version} | {name} | {row['none']:.0f} | {row['plugin adds']:.0f} | {row[PROPAGATED]:.0f} | "
+              f"{row['adds / propagated']:.2f} ({row['interval'][0]:.2f}–{row['interval'][1]:.2f}) | "
+              f"{row['per round']} |")
 
 
 PLUGIN_RECORDS = ("a CLIENT and a SERVER span per tools/call with `tool.outcome`, a record in each duration "
@@ -972,7 +976,7 @@ if __name__ == "__main__":
         elif job == "in-flight":
             measured = in_flight_child(calls, blocks, endpoint, mode)
         elif job == "goal":
-            measured = goal_child(calls, blocks, endpoint)
+            measured = child(calls, blocks, endpoint, None, GOAL_MODES)
         else:
             measured = child(calls, blocks, endpoint, mode)
         print(json.dumps(measured))
