@@ -34,7 +34,7 @@ from otel_mcp_cancel.conventions import (
     TOOL_OUTCOME,
     TOOLS_CALL,
 )
-from otel_mcp_cancel.outcome import Verdict
+from otel_mcp_cancel.outcome import SHARED_VERDICTS, Verdict
 
 # Methods a client can send are a closed set in the spec; anything else a server does not serve is
 # folded, on spans and metrics, so a peer cannot mint span names or series with invented methods.
@@ -185,9 +185,6 @@ def request_attributes(
     names (cut to size), and the task a `tasks/*` request names (`taskId`, cut to size). One call: it runs on
     every request. A method not in the protocol's list gets its attributes once the request is over, when it
     is known whether the server serves it."""
-    attributes: dict[str, Any] = {MCP_METHOD_NAME: method[:MAX_ATTRIBUTE_LENGTH]} if method_known else {}
-    if request_id is not None:
-        attributes[JSONRPC_REQUEST_ID] = str(request_id)[:MAX_ATTRIBUTE_LENGTH]
     target = task_id = uri = None
     if fields is not None:
         name = fields.get("name")
@@ -196,31 +193,58 @@ def request_attributes(
         if method in TASK_METHODS:
             named = fields.get("taskId")
             task_id = bounded(named) if isinstance(named, str) else None
+    attributes = dict(_target_attributes(method, method_known, target, network_transport))
+    if request_id is not None:
+        attributes[JSONRPC_REQUEST_ID] = str(request_id)[:MAX_ATTRIBUTE_LENGTH]
+    if isinstance(uri, str):
+        attributes[MCP_RESOURCE_URI] = bounded(uri)
+    return attributes, target, task_id
+
+
+# Keyed by what a peer may invent (a method, a tool's name) as well: a bounded cache, which such names only churn.
+@functools.lru_cache(maxsize=1024)
+def _target_attributes(
+    method: str, method_known: bool, target: str | None, network_transport: str | None
+) -> dict[str, Any]:
+    """The attributes every request of a method, target and transport starts with: made once, copied for each
+    (never mutate the result)."""
+    attributes: dict[str, Any] = {MCP_METHOD_NAME: method[:MAX_ATTRIBUTE_LENGTH]} if method_known else {}
     if method == TOOLS_CALL:
         attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
         if target is not None:
             attributes[GEN_AI_TOOL_NAME] = target
     elif method == PROMPTS_GET and target is not None:
         attributes[GEN_AI_PROMPT_NAME] = target
-    if isinstance(uri, str):
-        attributes[MCP_RESOURCE_URI] = bounded(uri)
     if network_transport is not None:
         attributes[NETWORK_TRANSPORT] = network_transport
-    return attributes, target, task_id
-
-
-def verdict_attributes(method: str, verdict: Verdict) -> dict[str, Any]:
-    """Attributes the verdict adds to the span and to the duration metric."""
-    attributes: dict[str, Any] = {}
-    if method == TOOLS_CALL and verdict.outcome is not None:
-        attributes[TOOL_OUTCOME] = verdict.outcome
-    if verdict.task_status is not None:
-        attributes[MCP_TASK_STATUS] = verdict.task_status
-    if verdict.error_type is not None:
-        attributes[ERROR_TYPE] = verdict.error_type
-    if verdict.status_code is not None:
-        attributes[RPC_RESPONSE_STATUS_CODE] = verdict.status_code
     return attributes
+
+
+def verdict_attributes(method: str, verdict: Verdict) -> tuple[tuple[str, Any], ...]:
+    """Attributes the verdict adds to the span and to the duration metric, as (key, value) pairs: what the
+    metric's attributes are looked up by. A tools/call's shared verdicts' are made once."""
+    if method == TOOLS_CALL:
+        shared = _SHARED_TOOL_CALL_OUTCOMES.get(id(verdict))
+        if shared is not None:
+            return shared
+    return _verdict_pairs(method, verdict)
+
+
+def _verdict_pairs(method: str, verdict: Verdict) -> tuple[tuple[str, Any], ...]:
+    attributes: list[tuple[str, Any]] = []
+    if method == TOOLS_CALL and verdict.outcome is not None:
+        attributes.append((TOOL_OUTCOME, verdict.outcome))
+    if verdict.task_status is not None:
+        attributes.append((MCP_TASK_STATUS, verdict.task_status))
+    if verdict.error_type is not None:
+        attributes.append((ERROR_TYPE, verdict.error_type))
+    if verdict.status_code is not None:
+        attributes.append((RPC_RESPONSE_STATUS_CODE, verdict.status_code))
+    return tuple(attributes)
+
+
+# By id: the shared verdicts live as long as this module, so no other object can have their ids.
+_SHARED_TOOL_CALL_OUTCOMES = {id(verdict): _verdict_pairs(TOOLS_CALL, verdict) for verdict in SHARED_VERDICTS}
 
 
 # Keyed by folded values only (a method, tool or prompt name the server does not serve is _OTHER: see

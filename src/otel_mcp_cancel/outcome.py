@@ -130,6 +130,7 @@ _OK = Verdict(OUTCOME_OK)
 _TOOL_ERROR = Verdict(
     OUTCOME_FAILED, error_type=ERROR_TYPE_TOOL_ERROR, span_error=True, description=TOOL_ERROR_DESCRIPTION
 )
+SHARED_VERDICTS = (_OK, _TOOL_ERROR)
 
 
 def classify(

@@ -46,6 +46,7 @@ class RequestRecord:
     caller_gone: bool = False  # its caller's stream ended before any answer was written: none written later reaches it
     cancel_reason: str | None = None
     cancel_time_ns: int | None = None
+    answer_writing: bool = False  # its answer's write began (mcp 1.x: the write's failure ends its handling)
     write_interrupted: bool = False  # a cancel cut the answer's write short (mcp 1.x without the guard)
     request_id_late: bool = False  # its id was learned after its span started: the id goes on as it ends
     protocol_version: str | None = None

@@ -273,7 +273,7 @@ class RequestTelemetry:
         if self._user_hooks is not None:
             self._user_hooks.on_response(role, record, verdict)  # after ours: the user's word is last
         try:
-            metric = record.metric_attributes(tuple(outcome.items()))
+            metric = record.metric_attributes(outcome)
             self._duration.record(time.perf_counter() - record.started, metric)
         except Exception:
             fault(f"measuring a {role} request")

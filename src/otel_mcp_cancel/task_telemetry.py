@@ -328,7 +328,7 @@ class TaskTelemetry:
         task.verdict = verdict
         task.took = time.perf_counter() - task.creation.started
         with contained("recording a task's outcome"):
-            task.span.set_attributes(verdict_attributes(TOOLS_CALL, verdict))
+            task.span.set_attributes(dict(verdict_attributes(TOOLS_CALL, verdict)))
             if verdict.span_error:
                 task.span.set_status(Status(StatusCode.ERROR, verdict.description))
         if task.announced:
@@ -346,7 +346,7 @@ class TaskTelemetry:
             span.update_name(span_name(TASK_SPAN_PREFIX, creation.target, target_registered=creation.tool_registered))
         with contained("measuring a task"), trace.use_span(span, record_exception=False, set_status_on_exception=False):
             outcome = verdict_attributes(TOOLS_CALL, task.verdict)
-            attributes = creation.metric_attributes(tuple(outcome.items()))
+            attributes = creation.metric_attributes(outcome)
             self._record_duration(task.took, attributes)
 
     def session_ended(self, session: object, *, every_task: bool = False) -> None:

@@ -72,6 +72,10 @@ def _answering(responder: Any) -> bool:
     return getattr(responder, "_completed", False) and not getattr(responder, "cancelled", False)
 
 
+async def _not_written() -> None:
+    """What a guarded `respond` awaits in place of a second answer: nothing."""
+
+
 def _receive_loop_local(name: str) -> Any:
     """A local of the `BaseSession._receive_loop` frame this hook was called from, or None.
 
@@ -134,12 +138,20 @@ class ServerHooksV1(FrameworkHooks):
         return record
 
     async def _serve(self, record: RequestRecord, responder: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
+        """Serve a request with its record current; how its answer's write failed is read here, where the
+        write's exception passes on its way out (`respond` itself is handed on as the SDK's own coroutine)."""
         LIVE.add(responder, record)
         with Serving(self._telemetry, record):
             try:
                 return await wrapped(*args, **kwargs)
             except anyio.get_cancelled_exc_class():
+                if record.answer_writing:
+                    record.write_interrupted = True
                 record.note_handler(HandlerEnd.INTERRUPTED)
+                raise
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                if record.answer_writing:
+                    record.note_undelivered()  # the caller's connection had closed: nothing was written
                 raise
             finally:
                 LIVE.discard(responder, record)
@@ -182,7 +194,9 @@ class ServerHooksV1(FrameworkHooks):
         finally:
             record.protocol_version = _negotiated_version(session)
 
-    async def _respond(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    def _respond(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """Not a coroutine: the answer is observed as `respond` is called, and the SDK's own coroutine writes it
+        (how that write fails is read in `_serve`)."""
         late = _acknowledged(instance)
         if self.active:
             try:
@@ -191,6 +205,7 @@ class ServerHooksV1(FrameworkHooks):
                     if record.handler is None:  # the framework's hook saw the user's function end first
                         record.note_handler(_handler_end(response))
                     if not late:
+                        record.answer_writing = True
                         if isinstance(response, types.ErrorData):
                             record.note_answer(Answer.error(response.code, response.message))
                         else:
@@ -199,18 +214,9 @@ class ServerHooksV1(FrameworkHooks):
                             self._learn_listing(record, response)
             except Exception:
                 fault("observing an answer")
-        if late and self.active and self._guard:
-            return None  # the peer already has its one answer; a second would end the session
-        try:
-            return await wrapped(*args, **kwargs)
-        except anyio.get_cancelled_exc_class():
-            if (record := LIVE.find(instance)) is not None:
-                record.write_interrupted = True
-            raise
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            if (record := LIVE.find(instance)) is not None:
-                record.note_undelivered()  # the caller's connection had closed: nothing was written
-            raise
+            if late and self._guard:
+                return _not_written()  # the peer already has its one answer; a second would end the session
+        return wrapped(*args, **kwargs)
 
     async def _receive_loop(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """A session's read stream ended (the peer hung up): 1.x lets its handlers run on, and their answers
