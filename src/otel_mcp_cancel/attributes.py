@@ -193,7 +193,7 @@ def request_attributes(
         if method in TASK_METHODS:
             named = fields.get("taskId")
             task_id = bounded(named) if isinstance(named, str) else None
-    attributes = dict(_target_attributes(method, method_known, target, network_transport))
+    attributes = dict(_target_attributes(method if method_known else None, target, network_transport))
     if request_id is not None:
         attributes[JSONRPC_REQUEST_ID] = str(request_id)[:MAX_ATTRIBUTE_LENGTH]
     if isinstance(uri, str):
@@ -201,14 +201,12 @@ def request_attributes(
     return attributes, target, task_id
 
 
-# Keyed by what a peer may invent (a method, a tool's name) as well: a bounded cache, which such names only churn.
+# Keyed by known methods only, and by a tool's or prompt's name cut to size: names a peer invents only churn it.
 @functools.lru_cache(maxsize=1024)
-def _target_attributes(
-    method: str, method_known: bool, target: str | None, network_transport: str | None
-) -> dict[str, Any]:
-    """The attributes every request of a method, target and transport starts with: made once, copied for each
-    (never mutate the result)."""
-    attributes: dict[str, Any] = {MCP_METHOD_NAME: method[:MAX_ATTRIBUTE_LENGTH]} if method_known else {}
+def _target_attributes(method: str | None, target: str | None, network_transport: str | None) -> dict[str, Any]:
+    """The attributes every request of a known method (None: one not known yet), target and transport starts
+    with: made once, copied for each (never mutate the result)."""
+    attributes: dict[str, Any] = {MCP_METHOD_NAME: method[:MAX_ATTRIBUTE_LENGTH]} if method is not None else {}
     if method == TOOLS_CALL:
         attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
         if target is not None:
