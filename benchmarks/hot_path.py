@@ -4,6 +4,7 @@ same telemetry (2 spans and 2 histogram records, with the same attributes).
     python benchmarks/hot_path.py [--calls 300] [--blocks 12] [--rounds 3]   # on the installed mcp line
     python benchmarks/hot_path.py --goal --calls 50 --blocks 30 --rounds 16   # the goal's ratio alone, many rounds
     python benchmarks/hot_path.py --profile plugin                            # cProfile of one block, top 30
+    python benchmarks/hot_path.py --opcodes --calls 50                       # Python bytecodes per call, by package
     python benchmarks/hot_path.py --before /tmp/old/src                       # also another checkout's plugin
     python benchmarks/hot_path.py --memory 100000                             # resident memory over 100,000 calls
     python benchmarks/hot_path.py --instructions --calls 50                   # instructions per call (valgrind)
@@ -64,6 +65,7 @@ A run fails if the span processor dropped a span: a floor that exports less than
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import functools
 import gc
@@ -594,6 +596,51 @@ def memory_child(calls: int, endpoint: str) -> dict[str, list[float]]:
     return report
 
 
+# Where the bytecodes a call runs come from: the first of these found in a code object's file name, else "other".
+OPCODE_PACKAGES = {
+    "/otel_mcp_cancel/": "the plugin",
+    "/opentelemetry/": "opentelemetry",
+    "/mcp/": "mcp",
+    "/pydantic": "pydantic",
+    "/jsonschema": "jsonschema",
+    "/anyio/": "anyio",
+    "/asyncio/": "asyncio",
+    "/wrapt/": "wrapt",
+    f"/{Path(__file__).name}": "this benchmark (the floor's own calls)",
+}
+
+
+def opcodes_child(calls: int, endpoint: str, mode: str) -> dict[str, list[float]]:
+    """The Python bytecodes this process's main thread runs per tools/call of `mode`, by the package whose code
+    runs them, counted by a trace function (slow, and blind to what C does for them): a block of `calls` and one
+    of 5x that, after a warming block each, so that start-up cancels in their difference."""
+    counted: list[collections.Counter[str]] = []
+    for n in (calls, 5 * calls):
+        block, _ = block_runner(n, endpoint)
+        block(mode)
+        opcodes: collections.Counter[str] = collections.Counter()
+
+        def trace(frame: Any, event: str, arg: Any) -> Any:
+            if event == "call":
+                frame.f_trace_opcodes = True
+            elif event == "opcode":
+                opcodes[frame.f_code.co_filename] += 1
+            return trace
+
+        sys.settrace(trace)
+        try:
+            block(mode)
+        finally:
+            sys.settrace(None)
+        counted.append(opcodes)
+    per_package: dict[str, list[float]] = {}
+    for filename in counted[0].keys() | counted[1].keys():
+        package = next((name for part, name in OPCODE_PACKAGES.items() if part in filename), "other")
+        per_call = (counted[1][filename] - counted[0][filename]) / (4 * calls)
+        per_package[package] = [per_package.get(package, [0.0])[0] + per_call]
+    return per_package
+
+
 def run_child(
     job: str,
     calls: int,
@@ -774,6 +821,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per plugin measured")
     parser.add_argument("--profile", choices=(*MODES, *PEER_OF),
                         help="profile one block of this mode instead of measuring")
+    parser.add_argument("--opcodes", action="store_true",
+                        help="instead: the Python bytecodes per call of none, the plugin and the propagated floor, "
+                             "by package")
     parser.add_argument("--goal", action="store_true",
                         help="only none, the plugin and the propagated floor: the goal's ratio, over many rounds")
     parser.add_argument("--smoke", action="store_true", help="a few calls each, to check that it works")
@@ -799,6 +849,10 @@ def main() -> None:
     try:
         if options.profile:
             print(run_child("profile", calls, blocks, sink.endpoint, mode=options.profile)[1])
+            return
+        if options.opcodes:
+            per_block = 2 if options.smoke else options.calls
+            print_opcodes(per_block, sink.endpoint)
             return
         if options.instructions and options.caches:
             per_block = 2 if options.smoke else options.calls
@@ -899,6 +953,23 @@ def print_peers(measured: dict[str, list[float]], unit: str, number: str) -> Non
             print(f"not run: {peer.name} ({peer.unavailable(MCP_MAJOR)})")
 
 
+def print_opcodes(calls: int, endpoint: str) -> None:
+    """Each goal mode's Python bytecodes per call by package, and what the plugin and the floor add to `none`'s."""
+    with ThreadPoolExecutor(os.cpu_count()) as pool:
+        runs = pool.map(lambda mode: run_child("opcodes", calls, 0, endpoint, mode)[0], GOAL_MODES)
+        counted = {mode: {package: values[0] for package, values in run.items()} for mode, run in zip(GOAL_MODES, runs)}
+    print(f"{title()}: Python bytecodes per tools/call in the main thread, by the package whose code runs them "
+          "(a trace function counts them; what C does for them is not counted)")
+    print("| package | no telemetry | plugin | floor in place, propagated | plugin adds | floor adds |\n"
+          "|---|---|---|---|---|---|")
+    none, plugin, floor = (counted[mode] for mode in GOAL_MODES)
+    packages = sorted(none.keys() | plugin.keys() | floor.keys(), key=lambda name: -plugin.get(name, 0.0))
+    for package in [*packages, "all"]:
+        values = [sum(run.values()) if package == "all" else run.get(package, 0.0) for run in (none, plugin, floor)]
+        print(f"| {package} | {values[0]:,.0f} | {values[1]:,.0f} | {values[2]:,.0f} | {values[1] - values[0]:+,.0f} | "
+              f"{values[2] - values[0]:+,.0f} |")
+
+
 def print_in_flight(levels: str, calls: int, blocks: int, rounds: int, endpoint: str) -> None:
     measured: dict[str, list[float]] = {}
     for _ in range(rounds):
@@ -977,6 +1048,8 @@ if __name__ == "__main__":
             measured = in_flight_child(calls, blocks, endpoint, mode)
         elif job == "goal":
             measured = child(calls, blocks, endpoint, None, GOAL_MODES)
+        elif job == "opcodes":
+            measured = opcodes_child(calls, endpoint, mode)
         else:
             measured = child(calls, blocks, endpoint, mode)
         print(json.dumps(measured))

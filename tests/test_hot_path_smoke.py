@@ -77,6 +77,16 @@ def test_the_hot_path_benchmark_measures_calls_in_flight_in_smoke_mode() -> None
         assert re.search(rf"^\| [\d.]+ \| {level} \| {NUMBER} \| {NUMBER} \| {RATIO} \|$", stdout, re.MULTILINE), stdout
 
 
+def test_the_hot_path_benchmark_counts_bytecodes_by_package_in_smoke_mode() -> None:
+    stdout = run_smoke("--opcodes")
+    count = r"[\d,]+"
+    plugin = re.search(rf"^\| the plugin \| 0 \| ({count}) \| 0 \| \+({count}) \| \+0 \|$", stdout, re.MULTILINE)
+    assert plugin is not None, stdout  # the plugin's code runs with the plugin on, and only then
+    assert plugin.group(1) == plugin.group(2) and int(plugin.group(1).replace(",", "")) > 0, stdout
+    assert re.search(rf"^\| all \| {count} \| {count} \| {count} \| [+-]{count} \| [+-]{count} \|$", stdout,
+                     re.MULTILINE), stdout
+
+
 @pytest.mark.long
 @pytest.mark.timeout(2400)
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind counts the instructions")
