@@ -58,7 +58,9 @@ rounds: a process's figure strays far from the next one's on mcp 1.x, and only m
 `--instructions --caches` counts `none`, `plugin` and the propagated floor under valgrind's cache and branch
 simulation: the first-level instruction-cache and data-cache misses, the misses of the core's own L2 (simulated as
 the last level: what goes past the core), and the branch mispredictions each adds, which a count of instructions
-does not see and CPU time does.
+does not see and CPU time does. `--opcodes` counts the Python bytecodes the main thread runs per call in
+`none`, `plugin` and the propagated floor, by the package whose code runs them (a trace function: what C does
+for them is not counted): where the plugin's surplus over the floor is, line by line of Python.
 A run fails if the span processor dropped a span: a floor that exports less than it records is no floor.
 """
 
