@@ -635,12 +635,11 @@ def opcodes_child(calls: int, endpoint: str, mode: str) -> dict[str, list[float]
         finally:
             sys.settrace(None)
         counted.append(opcodes)
-    per_package: dict[str, list[float]] = {}
+    per_package: collections.Counter[str] = collections.Counter()
     for filename in counted[0].keys() | counted[1].keys():
         package = next((name for part, name in OPCODE_PACKAGES.items() if part in filename), "other")
-        per_call = (counted[1][filename] - counted[0][filename]) / (4 * calls)
-        per_package[package] = [per_package.get(package, [0.0])[0] + per_call]
-    return per_package
+        per_package[package] += (counted[1][filename] - counted[0][filename]) / (4 * calls)
+    return {package: [per_call] for package, per_call in per_package.items()}
 
 
 def run_child(
@@ -845,6 +844,7 @@ def main() -> None:
     if options.user_hooks:
         os.environ[USER_HOOKS] = "1"  # the children inherit it
     calls, blocks, rounds = (20, 1, 1) if options.smoke else (options.calls, options.blocks, options.rounds)
+    per_block = 2 if options.smoke else options.calls  # a counted or traced block: slow, so smaller in smoke mode
     sink = OtlpSink(keep=False).start()
     sources = {"this checkout": None, **({options.before: options.before} if options.before else {})}
     measured: dict[str, list[dict[str, list[float]]]] = {name: [] for name in sources}  # each round's
@@ -853,18 +853,15 @@ def main() -> None:
             print(run_child("profile", calls, blocks, sink.endpoint, mode=options.profile)[1])
             return
         if options.opcodes:
-            per_block = 2 if options.smoke else options.calls
             print_opcodes(per_block, sink.endpoint)
             return
         if options.instructions and options.caches:
-            per_block = 2 if options.smoke else options.calls
             print_simulated(counted_per_call(GOAL_MODES, per_block, sink.endpoint, None, simulate=True))
             return
         if options.instructions and options.in_flight:
-            print_counted_in_flight(options.in_flight, 2 if options.smoke else options.calls, sink.endpoint)
+            print_counted_in_flight(options.in_flight, per_block, sink.endpoint)
             return
         if options.instructions:
-            per_block = 2 if options.smoke else options.calls
             print_instructions({name: instructions_per_call(per_block, sink.endpoint, source)
                                 for name, source in sources.items()})
             return
