@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_mcp_cancel import attributes
 from otel_mcp_cancel.request_state import LIVE
+from tests.conftest import instrumentation
+from tests.frameworks import SDK
 from tests.raw_peer import is_result, lowlevel_of, raw_session
 from tests.servers import Gates, notes_server
 from tests.support import MCP_MAJOR, only_v2, until
@@ -77,6 +83,43 @@ async def test_random_tool_names_do_not_grow_metric_series(captured) -> None:
     # The shared metric attribute sets are keyed by folded names: invented ones add one entry, not 10,000.
     assert attributes.metric_attributes.cache_info().currsize - cached_before <= 3
     assert len(LIVE) == 0
+
+
+class _ToolCallNamesAtStart(SpanProcessor):
+    """The name each tools/call span has as it starts: what a sampler sees."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if span.attributes.get("mcp.method.name") == "tools/call":
+            self.names.append(span.name)
+
+
+async def test_a_server_span_is_named_with_its_tool_as_it_starts_once_the_tool_was_served() -> None:
+    """A tool name a server was found to serve names its next calls' spans as they start; one it does not
+    serve never does, and a served name called where it is not served is folded again as its span ends."""
+    starts, spans = _ToolCallNamesAtStart(), InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(starts)
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    elsewhere = SDK.make("elsewhere")  # serves no `echo`
+
+    @elsewhere.tool()
+    def shout(text: str) -> str:
+        return text.upper()
+
+    with instrumentation(tracer_provider=provider, meter_provider=MeterProvider()):
+        async with raw_session(notes_server(Gates())) as peer:
+            for request_id, tool in enumerate(("echo", "echo", "invented", "invented")):
+                assert is_result(await peer.call(request_id, "tools/call", {"name": tool, "arguments": {"text": ""}}))
+        async with raw_session(elsewhere) as peer:
+            await peer.call(9, "tools/call", {"name": "echo", "arguments": {"text": ""}})
+    assert starts.names == ["tools/call", "tools/call echo", "tools/call", "tools/call", "tools/call echo"]
+    ended = sorted((s.attributes["jsonrpc.request.id"], s.name) for s in spans.get_finished_spans()
+                   if s.attributes.get("mcp.method.name") == "tools/call")
+    assert ended == [("0", "tools/call echo"), ("1", "tools/call echo"), ("2", "tools/call"), ("3", "tools/call"),
+                     ("9", "tools/call")]
 
 
 @only_v2  # mcp 1.x rejects an unknown method in its receive loop, before any request (or span) exists

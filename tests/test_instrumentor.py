@@ -10,12 +10,18 @@ from importlib.metadata import entry_points, requires
 
 import pytest
 import wrapt
-from opentelemetry.instrumentation.utils import suppress_instrumentation
+from opentelemetry import context
+from opentelemetry.instrumentation.utils import (
+    is_instrumentation_enabled,
+    suppress_http_instrumentation,
+    suppress_instrumentation,
+)
 from opentelemetry.trace import SpanKind, StatusCode
 from packaging.requirements import Requirement
 
 from otel_mcp_cancel import McpCancelInstrumentor, _hook_makers
 from otel_mcp_cancel.hooks import wrapping
+from otel_mcp_cancel.liveness import instrumentation_enabled
 from otel_mcp_cancel.package import _instruments, _instruments_fastmcp_any
 from tests.conftest import SPANS, TRACER_PROVIDER, instrumented
 from tests.raw_peer import raw_session
@@ -153,6 +159,21 @@ async def test_suppress_instrumentation_is_honoured(captured) -> None:
         await two_calls()
     assert request_spans(SCOPE) == []
     assert captured.points("mcp.server.operation.duration") == []
+
+
+def test_suppression_is_read_as_opentelemetry_reads_it() -> None:
+    """The plugin reads suppression itself (once per request, for both keys): it must agree with
+    `is_instrumentation_enabled()` in every context that sets one of the keys, or neither."""
+    assert instrumentation_enabled() is is_instrumentation_enabled() is True
+    with suppress_instrumentation():
+        assert instrumentation_enabled() is is_instrumentation_enabled() is False
+    token = context.attach(context.set_value("suppress_instrumentation", True))  # the key older code sets
+    try:
+        assert instrumentation_enabled() is is_instrumentation_enabled() is False
+    finally:
+        context.detach(token)
+    with suppress_http_instrumentation():  # HTTP's own key does not suppress the plugin
+        assert instrumentation_enabled() is is_instrumentation_enabled() is True
 
 
 @pytest.mark.anyio

@@ -91,6 +91,8 @@ class McpCancelInstrumentor(BaseInstrumentor):
         for (side, _), hook_set in zip(hook_makers, self._hook_sets):
             if hook_set.offers_waiting_spans:
                 telemetry[side].spans_wait = True
+            if hook_set.finds_current_record:
+                telemetry[side].records_current = True
         self._applied = wrapping.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])
         # Registered after the providers were made (and their own exit hooks, which export, registered): runs first.
         self._at_exit = telemetry[SERVER].process_ending

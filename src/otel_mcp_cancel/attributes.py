@@ -180,9 +180,10 @@ def request_attributes(
     fields: Mapping[str, Any] | None,
     request_id: object,
     network_transport: str | None,
-) -> tuple[dict[str, Any], str | None, str | None]:
+) -> tuple[dict[str, Any], str | None, str | None, str | None]:
     """What a request's `request_fields` tell as it arrives: its span attributes, the tool or prompt name it
-    names (cut to size), and the task a `tasks/*` request names (`taskId`, cut to size). One call: it runs on
+    names (cut to size), the task a `tasks/*` request names (`taskId`, cut to size), and its span's name with
+    that target (`span_name`'s; None without a target, or for a method not known yet). One call: it runs on
     every request. A method not in the protocol's list gets its attributes once the request is over, when it
     is known whether the server serves it."""
     target = task_id = uri = None
@@ -193,19 +194,22 @@ def request_attributes(
         if method in TASK_METHODS:
             named = fields.get("taskId")
             task_id = bounded(named) if isinstance(named, str) else None
-    attributes = dict(_target_attributes(method if method_known else None, target, network_transport))
+    shared, target_name = _target_attributes(method if method_known else None, target, network_transport)
+    attributes = dict(shared)
     if request_id is not None:
         attributes[JSONRPC_REQUEST_ID] = str(request_id)[:MAX_ATTRIBUTE_LENGTH]
     if isinstance(uri, str):
         attributes[MCP_RESOURCE_URI] = bounded(uri)
-    return attributes, target, task_id
+    return attributes, target, task_id, target_name
 
 
 # Keyed by known methods only, and by a tool's or prompt's name cut to size: names a peer invents only churn it.
 @functools.lru_cache(maxsize=1024)
-def _target_attributes(method: str | None, target: str | None, network_transport: str | None) -> dict[str, Any]:
+def _target_attributes(
+    method: str | None, target: str | None, network_transport: str | None
+) -> tuple[dict[str, Any], str | None]:
     """The attributes every request of a known method (None: one not known yet), target and transport starts
-    with: made once, copied for each (never mutate the result)."""
+    with, made once and copied for each (never mutate them); and the span name naming that target."""
     attributes: dict[str, Any] = {MCP_METHOD_NAME: method[:MAX_ATTRIBUTE_LENGTH]} if method is not None else {}
     if method == TOOLS_CALL:
         attributes[GEN_AI_OPERATION_NAME] = GEN_AI_OPERATION_EXECUTE_TOOL
@@ -215,7 +219,7 @@ def _target_attributes(method: str | None, target: str | None, network_transport
         attributes[GEN_AI_PROMPT_NAME] = target
     if network_transport is not None:
         attributes[NETWORK_TRANSPORT] = network_transport
-    return attributes
+    return attributes, span_name(method, target, True) if method is not None and target is not None else None
 
 
 def verdict_attributes(method: str, verdict: Verdict) -> tuple[tuple[str, Any], ...]:

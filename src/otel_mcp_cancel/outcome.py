@@ -158,6 +158,8 @@ def classify(
     - A result that created a task is no tool outcome yet: the task's terminal
       status decides (`classify_task`).
     """
+    if answer is _RESULT:  # most requests: a plain result, decided in one look
+        return _OK
     if answer is not None and answer.kind is AnswerKind.RESULT and answer.task_status is not None:
         return Verdict(None, task_status=answer.task_status)  # bounded where the answer was noted
     if answer is not None and answer.kind is AnswerKind.RESULT:

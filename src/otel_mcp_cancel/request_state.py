@@ -34,8 +34,10 @@ class RequestRecord:
     network_transport: str | None
     span: Span
     method_known: bool = True  # in the protocol's method list, served by this server, or sent by our own side
+    method_named_late: bool = False  # not known as it started: its method's attributes are set as it ends
     target: str | None = None  # the tool or prompt it names, cut to size
     name: str = ""  # its span's name as started
+    target_named: bool = False  # that name names its target
     started: float  # perf_counter() as it was made
     ends_span: bool = True  # else whoever opened its span ends it (see `request_telemetry.WaitingSpan`)
     handler_claimed: bool = False  # an inner hook is reporting how the handler ended
@@ -148,6 +150,10 @@ class LiveRequests:
     A cancel can arrive after the SDK queued a request but before its task
     started; its reason waits in `_early` until the record opens, and leaves
     with the key object if the task never starts.
+
+    A request's record is added, found, cancelled and discarded by the one event loop serving its session, and
+    each of those is one dict operation (atomic): only what reads or writes more than one entry at a time
+    (keeping an early cancel, which its key's collection may drop from any thread; a scan) takes the lock.
     """
 
     def __init__(self) -> None:
@@ -156,14 +162,13 @@ class LiveRequests:
         self._early: dict[int, tuple[weakref.ref[Any], str | None, int]] = {}
 
     def add(self, key: object, record: RequestRecord) -> None:
-        with self._lock:
-            self._records[id(key)] = record
-            early = self._early.pop(id(key), None)
+        self._records[id(key)] = record
+        early = self._early.pop(id(key), None) if self._early else None
         if early is not None and early[0]() is key:
             record.note_cancel(early[1], early[2])
 
     def find(self, key: object) -> RequestRecord | None:
-        return self._records.get(id(key))  # one read: atomic, no lock needed
+        return self._records.get(id(key))
 
     def note_cancel(self, key: object, reason: str | None) -> RequestRecord | None:
         """Note a cancel on the request's record, or keep it until the record opens. Returns the record."""
@@ -180,26 +185,22 @@ class LiveRequests:
 
     def callers_gone(self, session: object) -> None:
         """The stream of `session` (a request's `session`) ended: its requests still in flight lost their caller."""
-        with self._lock:
-            orphaned = [record for record in self._records.values() if record.session is session]
-        for record in orphaned:
-            record.note_caller_gone()
+        self.caller_gone_of(lambda record: record.session is session)
 
     def caller_gone_of(self, matches: Callable[[RequestRecord], bool]) -> None:
         """The caller of each request in flight that `matches` hung up."""
-        with self._lock:
-            orphaned = [record for record in self._records.values() if matches(record)]
-        for record in orphaned:
-            record.note_caller_gone()
+        in_flight = list(self._records.values())  # one copy, made in C: another loop may add or discard meanwhile
+        for record in in_flight:
+            if matches(record):
+                record.note_caller_gone()
 
     def _drop_early(self, key_id: int, _ref: object) -> None:
         with self._lock:
             self._early.pop(key_id, None)
 
     def discard(self, key: object, record: RequestRecord) -> None:
-        with self._lock:
-            if self._records.get(id(key)) is record:
-                del self._records[id(key)]
+        if self._records.get(id(key)) is record:
+            del self._records[id(key)]
 
     def __len__(self) -> int:
         """Requests and early cancels still held: zero once traffic has settled."""

@@ -15,7 +15,6 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
@@ -35,6 +34,7 @@ from otel_mcp_cancel.conventions import (
     GEN_AI_TOOL_CALL_ARGUMENTS,
     GEN_AI_TOOL_CALL_RESULT,
     JSONRPC_REQUEST_ID,
+    MAX_ATTRIBUTE_LENGTH,
     MCP_PROTOCOL_VERSION,
     MCP_TASK_ID,
     NAMED_TARGET_METHODS,
@@ -45,7 +45,7 @@ from otel_mcp_cancel.conventions import (
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import fault
-from otel_mcp_cancel.liveness import Recording
+from otel_mcp_cancel.liveness import Recording, instrumentation_enabled
 from otel_mcp_cancel.outcome import Verdict, classify
 from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
@@ -65,8 +65,8 @@ class Serving:
         self._telemetry, self._record = telemetry, record
 
     def __enter__(self) -> RequestRecord:
-        record = self._record
-        self._record_token = self._telemetry.current.set(record)
+        record, telemetry = self._record, self._telemetry
+        self._record_token = telemetry.current.set(record) if telemetry.records_current else None
         self._context_token = otel_context.attach(trace.set_span_in_context(record.span))
         return record
 
@@ -84,7 +84,8 @@ class Serving:
                 except Exception:
                     fault(f"ending a {telemetry.role} span")
             otel_context.detach(self._context_token)
-            telemetry.current.reset(self._record_token)
+            if self._record_token is not None:
+                telemetry.current.reset(self._record_token)
 
 
 class WaitingSpan(Span):
@@ -116,6 +117,9 @@ class RequestTelemetry:
     role: str  # names the activity in a contained fault's log line
     # Whether a span can take its target's name as it starts (else when the target is known to be served).
     names_target_at_start = False
+    # The span names of the targets this side found served as requests ended (the server's): a span of one
+    # takes its name as it starts, and keeps it unless the target is no longer served as it ends.
+    served_targets: frozenset[str] | set[str] = frozenset()
     # The methods that keep their name when a request arrives (else _OTHER until `resolve` knows better);
     # None: every method (data, not a method: asked twice on every request).
     known_methods: frozenset[str] | None = None
@@ -147,11 +151,14 @@ class RequestTelemetry:
         # A hook set opens spans around requests for them to take (FastMCP's client spans): only then is one
         # looked for, on every request.
         self.spans_wait = False
+        # A hook set finds the request being served or sent by `current`: only then is it set, on every request.
+        self.records_current = False
         # Told of the answer of a request that names a task, as it is written (see `RequestRecord.on_result`).
         self.on_task_answer: Callable[[RequestRecord], None] | None = None
         # A side that names its target as a span starts and knows every method names its spans for good then:
         # no name is sought as they end.
         self._names_final_at_start = self.names_target_at_start and self.known_methods is None
+        self._caller_faults_unset = self.kind is SpanKind.SERVER  # see `classify`
 
     def stop(self) -> None:
         """uninstrument() ran: the hooks that would see answers are gone (each hook set says so; once is enough)."""
@@ -162,7 +169,7 @@ class RequestTelemetry:
         """Whether a request arriving now gets a span: something records, and instrumentation is not
         suppressed. A hook that must prepare what `open` takes (a 1.x model's wire form) asks first."""
         recording = self._recording
-        return (recording.known or recording()) and is_instrumentation_enabled()
+        return (recording.known or recording()) and instrumentation_enabled()
 
     def open(
         self,
@@ -179,28 +186,31 @@ class RequestTelemetry:
         if not checked and not self.traced():
             return None
         try:
-            fields = request_fields(params)
+            fields = params if type(params) is dict else request_fields(params)  # a hook's usual dict: no call
             known = self.known_methods is None or method in self.known_methods
-            start_attributes, target, task_id = request_attributes(method, known, fields, request_id,
-                                                                   network_transport)
-            name = span_name(method if known else OTHER, target if self.names_target_at_start else None,
-                             target_registered=True)
+            start_attributes, target, task_id, target_name = request_attributes(method, known, fields, request_id,
+                                                                                network_transport)
+            named = target_name is not None and (self.names_target_at_start or target_name in self.served_targets)
+            name = target_name if named else (method[:MAX_ATTRIBUTE_LENGTH] if known else OTHER)  # `span_name`'s
             if attributes:
                 start_attributes.update(attributes)
             holder = self.waiting_span() if self.spans_wait else None
             span = holder.claim(method) if holder is not None else None
             if span is None:
-                holder = None
                 parent = self.parent_context
                 span = self.tracer.start_span(name, context=parent(fields) if parent is not None else None,
                                                kind=self.kind, attributes=start_attributes)
-            else:  # another instrumentation's span, opened for this request: now ours
+                record = RequestRecord(method, params, request_id, network_transport, span, known, target, name)
+            else:  # another instrumentation's span, opened for this request: now ours, and its holder ends it
                 span.update_name(name)
                 span.set_attributes(start_attributes)
-            record = RequestRecord(method, params, request_id, network_transport, span, known, target, name)
-            if holder is not None:
+                record = RequestRecord(method, params, request_id, network_transport, span, known, target, name)
                 record.ends_span = False
                 holder.claimed_by(record, self._capture_content)
+            if named:
+                record.target_named = True
+            if not known:  # its method's attributes wait for its end, when it is known whether it is served
+                record.method_named_late = True
             if task_id is not None:  # most requests name no task
                 record.task_id, record.on_result = task_id, self.on_task_answer
             if self._user_hooks is not None:
@@ -224,20 +234,18 @@ class RequestTelemetry:
         except Exception:
             fault(f"resolving a {role} request")
         try:
-            verdict = classify(
-                record.handler,
-                record.answer,
-                record.cancelled,
-                timed_out=record.cancelled and self.timed_out(record),
-                cancelled_is_error=self._cancelled_is_error,
-                caller_faults_unset=self.kind is SpanKind.SERVER,
-            )
+            cancelled = record.cancelled
+            verdict = classify(record.handler, record.answer, cancelled,
+                               timed_out=cancelled and self.timed_out(record),
+                               cancelled_is_error=self._cancelled_is_error,
+                               caller_faults_unset=self._caller_faults_unset)
         except Exception:
             fault(f"classifying a {role} request")
             return False
         outcome = verdict_attributes(record.method, verdict)  # on the span and on the metric alike
         span = record.span
-        if not self._names_final_at_start:
+        # A span named with its target as it started keeps its name while the target is served.
+        if not self._names_final_at_start and not (record.target_named and record.tool_registered):
             try:
                 fold = record.method in NAMED_TARGET_METHODS and not record.tool_registered
                 name = span_name(record.method if record.method_known else OTHER, record.target, not fold)
@@ -247,8 +255,7 @@ class RequestTelemetry:
                 fault(f"naming a {role} span")
         try:
             # One call: each set_attributes pays the SDK's lock and value checks.
-            known = self.known_methods is None or record.method in self.known_methods
-            attributes = {} if known else method_attributes(record.method, record.method_known)
+            attributes = method_attributes(record.method, record.method_known) if record.method_named_late else {}
             if record.request_id_late:
                 attributes[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
             if record.protocol_version is not None:

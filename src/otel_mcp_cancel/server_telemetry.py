@@ -8,12 +8,11 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping, request_fields
+from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping, request_fields, span_name
 from otel_mcp_cancel.conventions import (
     EVENT_CANCEL_RECEIVED,
     EVENT_RESPONSE_WRITE_INTERRUPTED,
@@ -27,6 +26,7 @@ from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.flushing import Flusher
 from otel_mcp_cancel.ghost_reporting import GhostReporter, called_tool
 from otel_mcp_cancel.instruments import Instruments
+from otel_mcp_cancel.liveness import instrumentation_enabled
 from otel_mcp_cancel.outcome import AnswerKind, Verdict
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
@@ -38,7 +38,11 @@ from otel_mcp_cancel.task_telemetry import TaskTelemetry
 def parent_context(fields: Mapping[str, Any] | None) -> Context | None:
     """The trace context a client put in a request's `_meta` (`fields`: its `request_fields`), or None to
     parent on the ambient context."""
-    meta = fields.get("_meta") if fields is not None else None
+    if fields is None:
+        return None
+    meta = fields.get("_meta")
+    if meta is None:  # a 1.x model's own values (`wire_params`): W3C trace context is among its meta's extras
+        meta = getattr(fields.get("meta"), "__pydantic_extra__", None)
     if meta is None or (type(meta) is not dict and not is_mapping(meta)) or "traceparent" not in meta:
         return None
     ctx = extract(meta)
@@ -69,6 +73,7 @@ class ServerTelemetry(RequestTelemetry):
         self.sessions = SessionTelemetry(instruments.server_session_duration, on_close=self.tasks.session_ended)
         self.on_task_answer = self.tasks.answered
         self.flusher = flusher or Flusher()
+        self.served_targets: set[str] = set()
 
     def hung_up(self, session: SessionRecord | None) -> None:
         """A session's caller hung up (its incoming stream ended), while the session may serve on (the SDK's
@@ -98,7 +103,7 @@ class ServerTelemetry(RequestTelemetry):
         """One span for a `notifications/cancelled`, in flight or not, linked to the span of the request it
         cancels where that request is still in flight, and naming its id (links are dropped by some stores).
         A notification has no jsonrpc.request.id; the peer's reason text is on an event, never an attribute."""
-        if not is_instrumentation_enabled():
+        if not instrumentation_enabled():
             return
         with contained("recording a cancel notification"):
             attributes: dict[str, Any] = {MCP_METHOD_NAME: NOTIFICATIONS_CANCELLED}
@@ -134,6 +139,10 @@ class ServerTelemetry(RequestTelemetry):
                         record.tool_registered = True
                         record.registered_annotations = getattr(found, "annotations", None)
                         break
+        if record.tool_registered and not record.target_named and record.target is not None:
+            # Its next call names it as it starts. Only served names, each cut to size: bounded by the servers.
+            if len(self.served_targets) < tool_registry.MAX_LISTED_NAMES:
+                self.served_targets.add(span_name(record.method, record.target, True))
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
         try:

@@ -69,6 +69,7 @@ async def _courtesy_cancel(session: Any, request_id: object, reason: str) -> Non
 
 class ClientHooksV1(ClientHooks):
     _telemetry: ClientTelemetry
+    finds_current_record = False  # nothing inside `send_request` is hooked
 
     def __init__(self, telemetry: ClientTelemetry, *, courtesy_cancel: bool) -> None:
         super().__init__(telemetry)
@@ -98,7 +99,10 @@ class ClientHooksV1(ClientHooks):
         with Serving(self._telemetry, record):
             try:
                 traced = with_trace_context(outgoing)
-                args, kwargs = ((traced, *args[1:]), kwargs) if args else (args, {**kwargs, "request": traced})
+                if args:
+                    args = (traced, *args[1:])
+                else:
+                    kwargs = {**kwargs, "request": traced}
             except Exception:
                 fault("injecting trace context")
             try:

@@ -124,6 +124,7 @@ class FastMCPClientHooks(_LendsSpans, HookSet):
     trace; FastMCP's transports bind the SDK's transport helpers by name, each binding hooked too."""
 
     offers_waiting_spans = True
+    finds_current_record = False
 
     def hooks(self) -> list[Hook]:
         return [

@@ -73,16 +73,20 @@ WIRE_DUMP = {"by_alias": True, "mode": "json", "exclude_none": True}
 
 
 def wire_params(request: Any, as_sent: bool) -> dict[str, Any] | None:
-    """A 1.x request model's params by their names on the wire (with `_meta`), or None. `as_sent`: dumped as
-    they go on the wire, for a user's hook and content capture; else read off the model without dumping it
-    (the dump is the dearest step of a request's telemetry), the values as the model holds them: what the
-    telemetry itself reads (name, taskId, uri, arguments, the trace context in `_meta`) is the same."""
+    """A 1.x request model's params by their names on the wire, or None. `as_sent`: dumped as they go on the
+    wire, for a user's hook and content capture; else read off the model without dumping it (the dump is the
+    dearest step of a request's telemetry), the values as the model holds them: what the telemetry itself
+    reads (name, taskId, uri, arguments, the trace context in `_meta`) is the same. Most requests' are the
+    model's own values, read and never written: `_meta` is then `meta`, as the model holds it (see
+    `server_telemetry.parent_context`)."""
     params = getattr(request, "params", None)
     if params is None:
         return None
     if as_sent or not _named_as_on_wire(type(params)):
         return params.model_dump(**WIRE_DUMP)
-    # Copies, not comprehensions: this runs on every request. A field left unset is None, as absent to a reader.
+    if "uri" not in params.__dict__ and not params.__pydantic_extra__:
+        return params.__dict__
+    # Copies, not comprehensions. A field left unset is None, as absent to a reader.
     fields = _values(params)
     meta = fields.pop("meta", None)
     if meta is not None:
@@ -133,13 +137,17 @@ def created_task(result: object) -> CreatedTask | None:
     return None if values is not None and not _may_name_task(values) else _named_task(result)
 
 
+# The fields besides `meta` that can name a task, as models name them.
+_TASK_FIELDS = frozenset({"task", "resultType", "result_type"})
+
+
 def _may_name_task(values: dict[str, Any]) -> bool:
-    """Whether a plain model's `model_values` may name a task: most answers are decided in this one look."""
-    return (
-        "task" in (values.get("resultType"), values.get("result_type"))
-        or values.get("task") is not None
-        or values.get("meta") is not None
-    )
+    """Whether a plain model's `model_values` may name a task: most answers are decided in two looks."""
+    if values.get("meta") is not None:
+        return True
+    if _TASK_FIELDS.isdisjoint(values):  # most results' models have none of these fields
+        return False
+    return values.get("task") is not None or "task" in (values.get("resultType"), values.get("result_type"))
 
 
 def _named_task(result: object) -> CreatedTask | None:
@@ -225,6 +233,7 @@ class ClientSessionEntry:
 
     record: SessionRecord
     client: weakref.ref[Any]  # the ClientSession
+    destination: dict[str, Any]  # where its transport leads (`client_transports.of_stream`), as it began
     in_flight: weakref.WeakSet[RequestRecord] = field(default_factory=weakref.WeakSet)  # its requests' records
 
 
@@ -233,6 +242,7 @@ class HookSet:
 
     active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
     offers_waiting_spans = False  # it opens spans around requests for them to take (`WaitingSpan`)
+    finds_current_record = True  # a hook of it finds the request being served or sent by its side's `current`
 
     def __init__(self, telemetry: Any) -> None:
         self._telemetry = telemetry
@@ -334,10 +344,11 @@ class ClientHooks(HookSet):
                 record = self._telemetry.sessions.open()
                 if record is not None:
                     stream = self.session_stream(instance)
-                    note_destination(record, client_transports.of_stream(stream))
+                    destination = client_transports.of_stream(stream)
+                    note_destination(record, destination)
                     self._sessions[instance] = record
                     if stream is not None:
-                        self._by_stream[id(stream)] = ClientSessionEntry(record, weakref.ref(instance))
+                        self._by_stream[id(stream)] = ClientSessionEntry(record, weakref.ref(instance), destination)
         return entered
 
     async def _leave_session(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -372,7 +383,8 @@ class ClientHooks(HookSet):
     ) -> RequestRecord | None:
         """Start the CLIENT span of a request sent on `write_stream`, with its destination where known.
         `checked`: the hook asked `traced()` just now."""
-        destination = client_transports.of_stream(write_stream)
+        entry = self._by_stream.get(id(write_stream)) if write_stream is not None else None
+        destination = entry.destination if entry is not None else client_transports.of_stream(write_stream)
         attributes = None
         if destination:  # none over memory streams
             attributes = {key: value for key, value in destination.items() if key != NETWORK_TRANSPORT}
@@ -386,11 +398,12 @@ class ClientHooks(HookSet):
         record = self._telemetry.open(method, params, request_id, transport, attributes, checked=checked)
         if record is not None:
             record.session = write_stream  # the session it was sent in: its tasks end with it
-            entry = self._by_stream.get(id(write_stream)) if write_stream is not None else None
-            if entry is not None:  # its session knows the version once initialize (or discovery) answered
-                version = getattr(entry.client(), "protocol_version", None)  # mcp 2.x keeps it; 1.x: `resolve`
-                if isinstance(version, str):
-                    entry.record.protocol_version = bounded(version)
-                record.in_session, record.protocol_version = entry.record, entry.record.protocol_version
+            if entry is not None:
+                session = entry.record
+                if session.protocol_version is None:  # known once initialize (or discovery) answered
+                    version = getattr(entry.client(), "protocol_version", None)  # mcp 2.x keeps it; 1.x: `resolve`
+                    if isinstance(version, str):
+                        session.protocol_version = bounded(version)
+                record.in_session, record.protocol_version = session, session.protocol_version
                 entry.in_flight.add(record)
         return record
