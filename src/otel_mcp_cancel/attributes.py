@@ -183,8 +183,8 @@ def request_attributes(
 ) -> tuple[dict[str, Any], str | None, str | None, str | None]:
     """What a request's `request_fields` tell as it arrives: its span attributes, the tool or prompt name it
     names (cut to size), the task a `tasks/*` request names (`taskId`, cut to size), and its span's name with
-    that target (`span_name`'s; None without a target, or for a method not known yet). One call: it runs on
-    every request. A method not in the protocol's list gets its attributes once the request is over, when it
+    that target (as `span_name` names it; None without a target, or for a method not known yet). One call:
+    it runs on every request. A method not in the protocol's list gets its attributes once the request is over, when it
     is known whether the server serves it."""
     target = task_id = uri = None
     if fields is not None:

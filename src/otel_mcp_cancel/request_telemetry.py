@@ -191,7 +191,8 @@ class RequestTelemetry:
             start_attributes, target, task_id, target_name = request_attributes(method, known, fields, request_id,
                                                                                 network_transport)
             named = target_name is not None and (self.names_target_at_start or target_name in self.served_targets)
-            name = target_name if named else (method[:MAX_ATTRIBUTE_LENGTH] if known else OTHER)  # `span_name`'s
+            # As `span_name` names it.
+            name = target_name if named else (method[:MAX_ATTRIBUTE_LENGTH] if known else OTHER)
             if attributes:
                 start_attributes.update(attributes)
             holder = self.waiting_span() if self.spans_wait else None
