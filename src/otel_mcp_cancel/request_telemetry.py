@@ -34,7 +34,6 @@ from otel_mcp_cancel.conventions import (
     GEN_AI_TOOL_CALL_ARGUMENTS,
     GEN_AI_TOOL_CALL_RESULT,
     JSONRPC_REQUEST_ID,
-    MAX_ATTRIBUTE_LENGTH,
     MCP_PROTOCOL_VERSION,
     MCP_TASK_ID,
     NAMED_TARGET_METHODS,
@@ -191,8 +190,7 @@ class RequestTelemetry:
             start_attributes, target, task_id, target_name = request_attributes(method, known, fields, request_id,
                                                                                 network_transport)
             named = target_name is not None and (self.names_target_at_start or target_name in self.served_targets)
-            # As `span_name` names it.
-            name = target_name if named else (method[:MAX_ATTRIBUTE_LENGTH] if known else OTHER)
+            name = target_name if named else span_name(method if known else OTHER, None, target_registered=True)
             if attributes:
                 start_attributes.update(attributes)
             holder = self.waiting_span() if self.spans_wait else None
