@@ -194,17 +194,17 @@ class RequestTelemetry:
             if attributes:
                 start_attributes.update(attributes)
             holder = self.waiting_span() if self.spans_wait else None
-            span = holder.claim(method) if holder is not None else None
-            if span is None:
-                holder = None  # it had no span for this request: nothing was claimed
+            claimed = holder.claim(method) if holder is not None else None
+            if claimed is None:
                 parent = self.parent_context
                 span = self.tracer.start_span(name, context=parent(fields) if parent is not None else None,
                                                kind=self.kind, attributes=start_attributes)
             else:  # another instrumentation's span, opened for this request: now ours
+                span = claimed
                 span.update_name(name)
                 span.set_attributes(start_attributes)
             record = RequestRecord(method, params, request_id, network_transport, span, known, target, name)
-            if holder is not None:  # its holder ends it
+            if claimed is not None:  # its holder ends it
                 record.ends_span = False
                 holder.claimed_by(record, self._capture_content)
             if named:
