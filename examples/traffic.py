@@ -33,6 +33,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_mcp_cancel import McpCancelInstrumentor
+from otel_mcp_cancel.conventions import GHOST_LOG_PREFIX
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from examples.otlp_sink import OtlpSink, ReceivedSpan, exporter_environment  # noqa: E402
@@ -148,6 +149,7 @@ def print_summary(sink: OtlpSink, rounds: int, vault: Path, ghost_notes: list[st
     ghost_ids = {(s.trace_id, s.span_id) for s in ghosts}
     warnings = [log for log in sink.logs if log.severity_text == "WARN"]
     tied = sum((log.trace_id, log.span_id) in ghost_ids for log in warnings)
+    greppable = sum(log.body.startswith(GHOST_LOG_PREFIX) for log in warnings)
     counted = sum(p.value for p in sink.latest_points("tool.ghost_responses"))
     retries_counted = sum(p.value for p in sink.latest_points("tool.ghost_retries"))
     by_risk = Counter(s.attributes["tool.ghost_risk"] for s in ghosts)
@@ -159,7 +161,7 @@ def print_summary(sink: OtlpSink, rounds: int, vault: Path, ghost_notes: list[st
     print(f"\nghosts (the handler finished, its answer was suppressed): {len(ghosts)}, by risk: "
           + ", ".join(f"{risk} {n}" for risk, n in sorted(by_risk.items())))
     print(f"  tool.ghost_responses counter: {counted:.0f}; WARNING log records tied to a ghost span: "
-          f"{tied} of {len(warnings)}")
+          f"{tied} of {len(warnings)}, starting {GHOST_LOG_PREFIX}: {greppable}")
     print(f"  ghost writes on disk all the same: {on_disk} of {len(ghost_notes)} notes")
     print(f"retries of a ghost (same session, tool and arguments): {len(retries)}, "
           f"tool.ghost_retries counter: {retries_counted:.0f}")

@@ -39,6 +39,7 @@ from tests.backends import (
 from tests.prometheus_server import Prometheus
 from tests.raw_peer import raw_peer_over
 from tests.subprocess_servers import HttpServer, instrumented_command, instrumented_script
+from tests.support import is_ghost_line
 from tests.test_pipelines import alert_queries, dashboard_queries, documented_query, values
 
 # Real collectors and Jaeger on a loaded machine (CI runs two environments at a time): minutes, past the
@@ -232,6 +233,7 @@ async def the_ghost_warning_passes_the_logs_pipeline(sink: OtlpSink, traces: lis
 
     await eventually(lambda: warnings() != [])
     (warning,) = warnings()
+    assert is_ghost_line(warning.body)
     ghosts = [(trace["traceID"], span_id, tags) for trace in traces for span_id, (service, _, tags)
               in spans_of(trace).items() if service == SERVER and "tool.ghost_risk" in tags]
     assert [(trace_id, span_id) for trace_id, span_id, _ in ghosts] == [(warning.trace_id, warning.span_id)]

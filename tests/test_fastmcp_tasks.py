@@ -46,7 +46,7 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 from examples.otlp_sink import OtlpSink, exporter_environment  # noqa: E402
 from tests.conftest import Captured  # noqa: E402
 from tests.subprocess_servers import HttpServer, instrumented_script  # noqa: E402
-from tests.support import until  # noqa: E402
+from tests.support import assert_ghost_line, until  # noqa: E402
 from tests.task_spans import (  # noqa: E402
     GHOST_EVENT,
     STATUS_EVENT,
@@ -242,6 +242,8 @@ async def test_a_cancel_after_the_task_finished_unpolled_is_a_ghost(captured, pl
     assert (ghosts.attributes["gen_ai.tool.name"], ghosts.attributes["tool.ghost_risk"], ghosts.value) == (
         "commit", "unsafe", 1)
     (line,) = plugin_log()
+    (created,) = [s for s in captured.request_spans() if s.name == "tools/call commit" and s.kind is SpanKind.SERVER]
+    assert_ghost_line(line, "commit", int(created.attributes["jsonrpc.request.id"]))
     assert task.task_id in line.getMessage()
     # The client never saw the commit finish. FastMCP 2.x and 3.x told it the task was cancelled; the extension's
     # empty acknowledgement tells no status, and the caller left without asking: it gave up.

@@ -22,7 +22,7 @@ from tests.conftest import Captured, instrumentation, is_request_span
 from tests.raw_peer import RawPeer, is_result, raw_peer_over, raw_session
 from tests.servers import Gates, make_ghost, notes_server
 from tests.subprocess_servers import ghost_then_retry, instrumented_command
-from tests.support import until
+from tests.support import is_ghost_line, until
 
 pytestmark = pytest.mark.anyio
 
@@ -86,7 +86,7 @@ async def test_outcomes_and_ghosts_do_not_depend_on_sampling(sampler: Any, caplo
     assert counts == {"ok": (CALLS - 1) // 2, "failed": CALLS - 1 - (CALLS - 1) // 2, "cancelled": 1}
     assert [p.value for p in captured.points("tool.ghost_responses")] == [1]
     warnings = [r for r in caplog.records if r.name == "otel_mcp_cancel" and r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and warnings[0].getMessage().startswith("tool.ghost_response")
+    assert len(warnings) == 1 and is_ghost_line(warnings[0].getMessage())
     assert ghost_stats().total == before + 1
     assert len(captured.request_spans()) < CALLS  # what was sampled out is not exported
 
@@ -110,7 +110,7 @@ async def test_the_ghost_warning_reaches_an_otlp_backend_tied_to_its_span(sink: 
     (ghost,) = [s for s in requests if s.attributes["jsonrpc.request.id"] == "100"]
     (warning,) = [log for log in sink.logs if log.severity_text == "WARN"]
     assert (warning.trace_id, warning.span_id) == (ghost.trace_id, ghost.span_id)
-    assert warning.body.startswith("tool.ghost_response")
+    assert is_ghost_line(warning.body) and "tool 'shielded_write' (request id 100," in warning.body
     facts = {
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": "shielded_write",

@@ -22,7 +22,7 @@ from otel_mcp_cancel.conventions import TOOL_ERROR_DESCRIPTION
 from otel_mcp_cancel.instruments import DURATION_BUCKETS
 from tests.raw_peer import RawPeer, is_error, is_result, raw_session
 from tests.servers import Gates, notes_server, raising_lowlevel_server
-from tests.support import MCP_MAJOR, only_v2, until
+from tests.support import MCP_MAJOR, assert_ghost_line, only_v2, until
 
 pytestmark = pytest.mark.anyio
 
@@ -251,9 +251,7 @@ async def test_ghost(framework, captured, plugin_log, ghost_log_spans, tool: str
     point = duration_point(captured, "tools/call", **{"gen_ai.tool.name": tool})
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"] == "cancelled"
     (line,) = plugin_log()
-    assert line.levelno == logging.WARNING and line.name == "otel_mcp_cancel"
-    assert line.getMessage().startswith("tool.ghost_response")
-    assert repr(tool) in line.getMessage() and "request id 30" in line.getMessage()
+    assert_ghost_line(line, tool, 30)
     # The facts as log attributes, logged in the ghost span's context (an OTLP log record carries its ids).
     facts = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool, "jsonrpc.request.id": "30", **ghost}
     assert {key: getattr(line, key) for key in facts} == facts

@@ -170,8 +170,10 @@ SERVER_GHOST_RETRIES = "tool.ghost_retries"
 SERVER_SESSION_DURATION = "mcp.server.session.duration"
 CLIENT_SESSION_DURATION = "mcp.client.session.duration"
 
-# The WARNING line a ghost writes on logger "otel_mcp_cancel" starts with this: its span event's name.
-GHOST_LOG_PREFIX = EVENT_GHOST_SUPPRESSED
+# The WARNING line a ghost writes on logger "otel_mcp_cancel" starts with this text, fixed by the design this
+# plugin implements so that operators can grep their logs for it. A log line's text is not an attribute or event
+# name, so it keeps its `mcp.` prefix where the span event is `tool.ghost_response`.
+GHOST_LOG_PREFIX = "mcp.ghost_response.suppressed_after_cancel_ack"
 
 # JSON-RPC codes semconv calls the caller's fault: the outcome is still failed,
 # but the server span status stays UNSET.

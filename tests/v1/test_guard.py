@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import Captured, instrumented
 from tests.raw_peer import RawPeer, is_error, is_result, raw_session
 from tests.servers import Gates, notes_server
-from tests.support import until
+from tests.support import assert_ghost_line, until
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,7 @@ async def test_with_the_guard_the_same_connection_answers_the_next_call(captured
     (ghosts,) = captured.points("tool.ghost_responses")
     assert ghosts.value == 1 and ghosts.attributes["gen_ai.tool.name"] == "shielded_write"
     (line,) = plugin_log()
-    assert line.getMessage().startswith("tool.ghost_response")
+    assert_ghost_line(line, "shielded_write", 1)
 
 
 async def test_with_the_guard_off_the_ghost_is_recorded_and_the_session_dies(guard_off) -> None:

@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from tests.conftest import SPANS, Captured, instrumentation  # noqa: E402
 from tests.raw_peer import RawPeer, is_error, raw_session  # noqa: E402
-from tests.support import until  # noqa: E402
+from tests.support import assert_ghost_line, until  # noqa: E402
 from tests.task_spans import (  # noqa: E402
     GHOST_EVENT,
     STATUS_EVENT,
@@ -206,7 +206,8 @@ async def test_work_that_completes_after_its_task_was_cancelled_is_a_ghost(captu
         "mcp.method.name": "tools/call", "gen_ai.tool.name": "commit", "tool.handler_outcome": "ok",
         "tool.ghost_risk": "unsafe"}, 1)
     (line,) = plugin_log()
-    assert line.levelname == "WARNING" and task_id in line.getMessage()
+    assert_ghost_line(line, "commit", 1)
+    assert task_id in line.getMessage()
     assert line.__dict__["mcp.task.id"] == task_id
 
 
@@ -271,6 +272,7 @@ async def test_a_finished_task_whose_result_expired_before_its_caller_asked_is_a
     completed = [event.timestamp for event in task.events if event.attributes.get("mcp.task.status") == "completed"]
     assert task.end_time - completed[0] >= 100_000_000  # not before its ttl, counted from its terminal status
     (line,) = plugin_log()
+    assert_ghost_line(line, "commit", 1)
     assert task_id in line.getMessage() and "expired before its caller asked" in line.getMessage()
 
 
@@ -324,6 +326,7 @@ async def test_a_finished_task_whose_session_ended_before_it_was_told_is_a_ghost
     assert [name for name, _ in events(task)] == [STATUS_EVENT, STATUS_EVENT, GHOST_EVENT]
     (ghosts,) = captured.points("tool.ghost_responses")
     (line,) = plugin_log()
+    assert_ghost_line(line, "commit", 1)
     assert ghosts.value == 1 and task_id in line.getMessage() and "session ended" in line.getMessage()
 
 

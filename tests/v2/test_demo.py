@@ -31,9 +31,10 @@ def test_demo_prints_every_outcome_the_ghosts_and_a_retry_on_one_screen() -> Non
     assert sum(n for tool in rows.values() for n in tool[2:]) >= 2  # the timed-out and caller-cancelled searches
     # Every ghost counted, logged as a WARNING tied to its span, its write on disk; its retry linked to it.
     ghosts = int(re.search(r"its answer was suppressed\): (\d+), by risk: ", out).group(1))
-    counted, tied, warnings = map(int, re.search(
-        r"ghost_responses counter: (\d+); WARNING log records tied to a ghost span: (\d+) of (\d+)", out).groups())
-    assert ghosts == counted == tied == warnings >= 1
+    counted, tied, warnings, greppable = map(int, re.search(
+        r"ghost_responses counter: (\d+); WARNING log records tied to a ghost span: (\d+) of (\d+), "
+        r"starting mcp\.ghost_response\.suppressed_after_cancel_ack: (\d+)", out).groups())
+    assert ghosts == counted == tied == warnings == greppable >= 1
     assert "MISSING" not in out and re.search(r"on disk all the same: (\d+) of \1 notes", out)
     retries, retries_counted = map(int, re.search(r"and arguments\): (\d+), tool.ghost_retries counter: (\d+)",
                                                   out).groups())
