@@ -3,7 +3,7 @@
 2.x's own `task=True`, both on Docket's in-process memory backend (fastmcp-tasks: or the Docket URL in
 TASK_SERVER_DOCKET_URL). Its `commit` tool writes a file and returns at once. SIGTERM ends it as SIGINT does,
 through the interpreter's exit (uvicorn re-raises the signal after its graceful stop; unhandled, SIGTERM
-would kill the process before any exit hook ran): the README's advice for servers run under a supervisor.
+would kill the process before any exit hook ran): docs/operations.md's advice for servers run under a supervisor.
 
 Usage: python task_server.py VAULT_DIR [http PORT]   (stdio without a port)
 """

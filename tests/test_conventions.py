@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 from pathlib import Path
 
-from opentelemetry.semconv._incubating.attributes import (
-    error_attributes,
-    gen_ai_attributes,
-    jsonrpc_attributes,
-    mcp_attributes,
-    network_attributes,
-    rpc_attributes,
-)
-from opentelemetry.semconv._incubating.metrics import mcp_metrics
+import pytest
+from packaging.version import Version
 
 from otel_mcp_cancel import conventions, environment_variables
 
@@ -20,24 +15,54 @@ ROOT = Path(__file__).resolve().parent.parent
 # The README and the reference pages it links to.
 DOCUMENTATION = "\n".join(path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 
+# Each name of ours that a semantic-conventions module publishes: (ours, module, constant or enum member).
+PUBLISHED = [
+    (conventions.MCP_METHOD_NAME, "attributes.mcp_attributes", "MCP_METHOD_NAME"),
+    (conventions.MCP_PROTOCOL_VERSION, "attributes.mcp_attributes", "MCP_PROTOCOL_VERSION"),
+    (conventions.MCP_RESOURCE_URI, "attributes.mcp_attributes", "MCP_RESOURCE_URI"),
+    (conventions.JSONRPC_REQUEST_ID, "attributes.jsonrpc_attributes", "JSONRPC_REQUEST_ID"),
+    (conventions.GEN_AI_OPERATION_NAME, "attributes.gen_ai_attributes", "GEN_AI_OPERATION_NAME"),
+    (conventions.GEN_AI_TOOL_NAME, "attributes.gen_ai_attributes", "GEN_AI_TOOL_NAME"),
+    (conventions.GEN_AI_PROMPT_NAME, "attributes.gen_ai_attributes", "GEN_AI_PROMPT_NAME"),
+    (conventions.GEN_AI_OPERATION_EXECUTE_TOOL, "attributes.gen_ai_attributes",
+     "GenAiOperationNameValues.EXECUTE_TOOL"),
+    (conventions.NETWORK_TRANSPORT, "attributes.network_attributes", "NETWORK_TRANSPORT"),
+    (conventions.NETWORK_TRANSPORT_PIPE, "attributes.network_attributes", "NetworkTransportValues.PIPE"),
+    (conventions.NETWORK_TRANSPORT_TCP, "attributes.network_attributes", "NetworkTransportValues.TCP"),
+    (conventions.ERROR_TYPE, "attributes.error_attributes", "ERROR_TYPE"),
+    (conventions.OTHER, "attributes.error_attributes", "ErrorTypeValues.OTHER"),
+    (conventions.RPC_RESPONSE_STATUS_CODE, "attributes.rpc_attributes", "RPC_RESPONSE_STATUS_CODE"),
+    (conventions.SERVER_OPERATION_DURATION, "metrics.mcp_metrics", "MCP_SERVER_OPERATION_DURATION"),
+    (conventions.CLIENT_OPERATION_DURATION, "metrics.mcp_metrics", "MCP_CLIENT_OPERATION_DURATION"),
+]
+# The first opentelemetry-semantic-conventions release that publishes every name above. Below it (the declared
+# floor is older) a name it lacks is skipped, with its reason; from it on a missing name fails.
+FIRST_WITH_EVERY_NAME = Version("0.61b0")
+INSTALLED = Version(importlib.metadata.version("opentelemetry-semantic-conventions"))
 
-def test_semconv_names_are_the_published_ones() -> None:
-    assert conventions.MCP_METHOD_NAME == mcp_attributes.MCP_METHOD_NAME
-    assert conventions.MCP_PROTOCOL_VERSION == mcp_attributes.MCP_PROTOCOL_VERSION
-    assert conventions.MCP_RESOURCE_URI == mcp_attributes.MCP_RESOURCE_URI
-    assert conventions.JSONRPC_REQUEST_ID == jsonrpc_attributes.JSONRPC_REQUEST_ID
-    assert conventions.GEN_AI_OPERATION_NAME == gen_ai_attributes.GEN_AI_OPERATION_NAME
-    assert conventions.GEN_AI_TOOL_NAME == gen_ai_attributes.GEN_AI_TOOL_NAME
-    assert conventions.GEN_AI_PROMPT_NAME == gen_ai_attributes.GEN_AI_PROMPT_NAME
-    assert conventions.GEN_AI_OPERATION_EXECUTE_TOOL == gen_ai_attributes.GenAiOperationNameValues.EXECUTE_TOOL.value
-    assert conventions.NETWORK_TRANSPORT == network_attributes.NETWORK_TRANSPORT
-    assert conventions.NETWORK_TRANSPORT_PIPE == network_attributes.NetworkTransportValues.PIPE.value
-    assert conventions.NETWORK_TRANSPORT_TCP == network_attributes.NetworkTransportValues.TCP.value
-    assert conventions.ERROR_TYPE == error_attributes.ERROR_TYPE
-    assert conventions.OTHER == error_attributes.ErrorTypeValues.OTHER.value
-    assert conventions.RPC_RESPONSE_STATUS_CODE == rpc_attributes.RPC_RESPONSE_STATUS_CODE
-    assert conventions.SERVER_OPERATION_DURATION == mcp_metrics.MCP_SERVER_OPERATION_DURATION
-    assert conventions.CLIENT_OPERATION_DURATION == mcp_metrics.MCP_CLIENT_OPERATION_DURATION
+
+def published(module: str, member: str) -> str | None:
+    """The installed semantic conventions' value of `member` in `module`, or None where they have none."""
+    try:
+        value = importlib.import_module(f"opentelemetry.semconv._incubating.{module}")
+    except ModuleNotFoundError:
+        return None
+    for part in member.split("."):
+        value = getattr(value, part, None)
+    return getattr(value, "value", value)
+
+
+@pytest.mark.parametrize(("ours", "module", "member"), PUBLISHED, ids=[member for _, _, member in PUBLISHED])
+def test_semconv_names_are_the_published_ones(ours: str, module: str, member: str) -> None:
+    value = published(module, member)
+    if value is None and INSTALLED < FIRST_WITH_EVERY_NAME:
+        pytest.skip(f"opentelemetry-semantic-conventions {INSTALLED} has no {module}.{member} "
+                    f"(published from {FIRST_WITH_EVERY_NAME})")
+    assert ours == value
+
+
+def test_the_ghost_log_line_starts_with_the_designs_greppable_string() -> None:
+    assert conventions.GHOST_LOG_PREFIX == "mcp.ghost_response.suppressed_after_cancel_ack"
 
 
 def test_every_emitted_name_and_value_is_documented() -> None:

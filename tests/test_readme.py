@@ -77,6 +77,30 @@ def test_the_default_run_skips_every_long_test_and_only_those_do_long_work() -> 
         assert not [word for word in LONG_WORK if word in body], test_id
 
 
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_and_picture_in_the_readmes_resolves() -> None:
+    """What the site's strict build checks for docs/, checked here for the READMEs as GitHub shows them."""
+    for page in (README, ROOT / "examples" / "README.md", ROOT / "benchmarks" / "README.md"):
+        for target, anchor in re.findall(r"\]\(([^)\s#]*)(?:#([^)\s]*))?\)", page.read_text()):
+            if "://" in target:
+                continue
+            linked = (page.parent / target).resolve() if target else page
+            assert linked.is_file(), f"{page.name}: {target}"
+            if anchor:
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(), re.MULTILINE)
+                assert anchor in {github_anchor(heading) for heading in headings}, f"{page.name}: {target}#{anchor}"
+
+
+def test_the_first_screen_shows_a_picture() -> None:
+    head = README.read_text().split("\n## ", 1)[0]
+    (picture,) = re.findall(r"!\[[^\]]+\]\(([^)]+)\)", head)
+    assert (ROOT / picture).is_file()
+
+
 def shell_words(block: str) -> list[str]:
     """A bash block's words, its continued lines joined and its comments dropped."""
     return shlex.split(block.replace("\\\n", " "), comments=True)

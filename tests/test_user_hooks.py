@@ -3,17 +3,20 @@ on both sides, and that what they set lands on the span."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.trace import SpanKind
 
+from otel_mcp_cancel import McpCancelInstrumentor
 from otel_mcp_cancel.user_hooks import McpRequestInfo, McpResponseInfo
 from tests.conftest import SPANS, instrumentation, is_request_span
 from tests.raw_peer import is_result, raw_session, served_in_memory
 from tests.sdk_client import sdk_client
-from tests.servers import Gates, notes_server
+from tests.servers import Gates, make_ghost, notes_server
 from tests.support import cancel_when, until
 
 pytestmark = pytest.mark.anyio
@@ -81,3 +84,30 @@ async def test_the_readme_example_hook_reads_the_callers_meta() -> None:
             assert is_result(await peer.call(1, "tools/call", params))
     (span,) = [s for s in SPANS.get_finished_spans() if s.name == "tools/call echo"]
     assert span.attributes["app.tenant"] == "acme"
+
+
+async def test_the_documented_hooks_run_as_written() -> None:
+    """docs/operations.md's hooks, run as written: the tenant from `_meta` and a ghost's mark land on the spans."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text()
+    (block,) = re.findall(r"^## Hooks\n.*?^```python\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
+    SPANS.clear()
+    gates = Gates()
+
+    def tool_calls() -> list[Any]:
+        return [s for s in SPANS.get_finished_spans() if s.name.startswith("tools/call")]
+
+    try:
+        exec(block, {})  # instruments with the global providers, as the page's reader would
+        async with raw_session(notes_server(gates)) as peer:
+            params = {"name": "echo", "arguments": {"text": "a"}, "_meta": {"tenant": "acme"}}
+            assert is_result(await peer.call(1, "tools/call", params))
+            await make_ghost(peer, gates, 2, "shielded_write", "a.md")
+            await until(lambda: len(tool_calls()) == 2)
+    finally:
+        McpCancelInstrumentor().uninstrument()
+    spans = {s.attributes["jsonrpc.request.id"]: s for s in tool_calls()}
+    assert (spans["1"].attributes.get("app.tenant"), spans["1"].attributes.get("app.needs_reconciliation")) == (
+        "acme", None)
+    assert (spans["2"].attributes.get("app.tenant"), spans["2"].attributes.get("app.needs_reconciliation")) == (
+        None, True)
+    SPANS.clear()

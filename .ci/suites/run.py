@@ -76,7 +76,8 @@ FASTMCP_UNITS = ("tests", "--ignore=tests/integration_tests", "--ignore=tests/co
 # FastMCP 3.x: its telemetry folders (its request-handling folders, tests/server and tests/client, take 6 more
 # minutes; run by hand, they show no test changed by the plugin).
 FASTMCP_TELEMETRY = ("tests/telemetry", "tests/server/telemetry", "tests/client/telemetry", *FASTMCP_MARKERS)
-# FastMCP's telemetry tests that look for what, by design, is ours (README, "FastMCP's own spans"; docs/telemetry.md).
+# FastMCP's telemetry tests that look for what, by design, is ours (docs/frameworks.md, "FastMCP's own spans";
+# docs/telemetry.md).
 FASTMCP_KNOWN = {
     "they select FastMCP's request spans by instrumentation scope; those spans are ours, under our scope": (
         "tests/telemetry/test_exception_recording.py::test_component_failure_records_exception_once_per_span[",

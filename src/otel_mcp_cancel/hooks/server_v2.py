@@ -1,6 +1,6 @@
 """Hooks into the mcp 2.x server. Thin: each wrapper reports what it saw and decides nothing.
 
-Where a 2.x request lives (see the README's "How it hooks in"):
+Where a 2.x request lives (see docs/internals.md, "How it hooks in"):
 - stream transports (stdio, SSE, streamable HTTP sessions, memory streams):
   `JSONRPCDispatcher._handle_request` runs the handler and then writes a result,
   writes an error, or settles unanswered after a cancel. The span lives here.
