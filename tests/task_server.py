@@ -1,9 +1,10 @@
 """A standalone FastMCP server whose tools run as tasks, with no telemetry code: run under
 `opentelemetry-instrument`. Its engine is fastmcp-tasks where that is installed (FastMCP 4), else FastMCP
 2.x's own `task=True`, both on Docket's in-process memory backend (fastmcp-tasks: or the Docket URL in
-TASK_SERVER_DOCKET_URL). Its `commit` tool writes a file and returns at once. SIGTERM ends it as SIGINT does,
-through the interpreter's exit (uvicorn re-raises the signal after its graceful stop; unhandled, SIGTERM
-would kill the process before any exit hook ran): docs/operations.md's advice for servers run under a supervisor.
+TASK_SERVER_DOCKET_URL). Its `commit` tool writes a file and returns at once; `hold` works until the process
+ends. SIGTERM ends it as SIGINT does, through the interpreter's exit (uvicorn re-raises the signal after its
+graceful stop; unhandled, SIGTERM would kill the process before any exit hook ran): docs/operations.md's advice
+for servers run under a supervisor.
 
 Usage: python task_server.py VAULT_DIR [http PORT]   (stdio without a port)
 """
@@ -16,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
+import anyio
 from fastmcp import FastMCP
 
 vault = Path(sys.argv[1])
@@ -30,6 +32,14 @@ if importlib.util.find_spec("fastmcp_tasks") is not None:
 async def commit(path: str) -> str:
     (vault / path).write_text("committed")
     return f"committed {path}"
+
+
+@server.tool(task=True, annotations={"destructiveHint": True})
+async def hold(path: str) -> str:
+    """Works until the process ends; says it started by writing the process id to `path`."""
+    (vault / path).write_text(str(os.getpid()))
+    await anyio.sleep_forever()
+    return "never"
 
 
 if __name__ == "__main__":

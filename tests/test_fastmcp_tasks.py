@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -513,3 +514,47 @@ async def test_a_task_still_working_as_the_process_exits_is_failed_by_the_exit(c
         StatusCode.ERROR, "the server's process ended while the task was working")
     assert outcome_points(captured)[(("tool.outcome", "failed"), ("error.type", "_OTHER"))] == 1
     assert captured.points("tool.ghost_responses") == [] and plugin_log() == []
+
+
+@pytest.mark.skipif(ON_TASKS_EXTENSION, reason="FastMCP on mcp 1.x: its client's poll cannot be sent once the "
+                    "connection closed (mcp 2.x's client answers it with CONNECTION_CLOSED itself)")
+async def test_a_client_whose_server_was_killed_mid_task_saw_its_task_fail(captured, tmp_path: Path) -> None:
+    """FastMCP's client over stdio, its server's process killed mid-task (no goodbye): the next poll cannot be
+    sent, its connection closed. The poll and the task failed on a closed connection: nobody gave up."""
+    from fastmcp.client.transports import StdioTransport
+
+    transport = StdioTransport(sys.executable, [str(TASK_SERVER), str(tmp_path)], keep_alive=False)
+    started = tmp_path / "started"
+    async with Client(transport) as client:
+        task = await call_tool_task(client, "hold", {"path": started.name})
+        await until(lambda: started.exists() and started.read_text() != "", seconds=30)
+        os.kill(int(started.read_text()), signal.SIGKILL)
+        await until(lambda: client.session._write_stream._closed, seconds=30)  # the SDK saw its connection close
+        with pytest.raises(anyio.ClosedResourceError):
+            await client.get_task_status(task.task_id)
+    poll = one(captured, "tasks/get", SpanKind.CLIENT)
+    assert (poll.attributes.get("error.type"), poll.status.status_code, poll.status.description) == (
+        "-32000", StatusCode.ERROR, "Connection closed")
+    viewed = await task_ended(captured, "hold", SpanKind.CLIENT)
+    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "tool.cancel_reason", "error.type")} == {
+        "tool.outcome": "failed", "tool.cancel_reason": None, "error.type": "-32000"}
+    assert (viewed.status.status_code, viewed.status.description) == (
+        StatusCode.ERROR, "the connection closed before the task's outcome reached its caller")
+
+
+@pytest.mark.skipif(not ON_TASKS_EXTENSION, reason="fastmcp-tasks' client polls a task to its end within the call's "
+                    "timeout")
+async def test_a_callers_own_deadline_passing_while_its_task_works_gives_up_then_by_timeout(captured) -> None:
+    """`call_tool(..., timeout=0.5)` on a tool that runs as a task: FastMCP polls the task, each poll answered
+    `working`, and raises TimeoutError once the deadline passes. The caller gave up, by its own timeout, then."""
+    app = TaskServer()
+    async with Client(app.server) as client:
+        with pytest.raises(TimeoutError):
+            await client.call_tool("commit", {"path": "a.md"}, timeout=0.5)
+        viewed = await task_ended(captured, "commit", SpanKind.CLIENT)  # the session is still open
+        app.release.set()
+    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "tool.cancel_reason", "error.type")} == {
+        "tool.outcome": "cancelled", "tool.cancel_reason": "timeout", "error.type": "timeout"}
+    assert viewed.status.status_code is StatusCode.UNSET
+    polls = [span for span in spans_named(captured, "tasks/get") if span.kind is SpanKind.CLIENT]
+    assert polls != [] and {span.attributes.get("error.type") for span in polls} == {None}  # each one answered

@@ -20,6 +20,7 @@ from otel_mcp_cancel.instruments import SESSION_DURATION_BUCKETS
 from otel_mcp_cancel.request_state import LIVE
 from otel_mcp_cancel.session_telemetry import LIVE_SESSIONS, error_type
 from tests.conftest import instrumentation, is_request_span
+from tests.frameworks import LOWLEVEL, SDK
 from tests.raw_peer import is_result, lowlevel_of, raw_peer_over, raw_session, served_in_memory
 from tests.sdk_client import sdk_client
 from tests.semconv import CONVENTION, TELEMETRY_DOC
@@ -235,11 +236,18 @@ async def test_a_caller_that_hung_up_gave_up_and_work_finished_after_is_a_ghost(
     spans = {s.attributes["jsonrpc.request.id"]: s for s in captured.request_spans() if s.name.startswith("tools/")}
     assert gates.side_effects == ["a.md"]
     slow_ghost = "ok" if gates.finished == ["x"] else None
+    # mcp 1.x servers that cancel the requests they handle as their transport closes (those that interrupted the
+    # slow handler; not standalone FastMCP's) cut the ghost's answer's write short.
+    write_cut = [("tool.response_write_interrupted", {})] if (
+        MCP_MAJOR == 1 and framework in (SDK, LOWLEVEL) and not gates.finished) else []
     for request_id, handler_outcome in (("1", "ok"), ("2", slow_ghost)):
         span = spans[request_id]
         assert span.attributes["tool.outcome"] == "cancelled", request_id
         assert span.attributes.get("tool.handler_outcome") == handler_outcome, request_id
-        assert "error.type" not in span.attributes and framework.our_events(span)[0] == ("tool.request_cancelled", {})
+        ghost = [("tool.ghost_response", {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}),
+                 *write_cut] if handler_outcome else []
+        assert "error.type" not in span.attributes
+        assert framework.our_events(span) == [("tool.request_cancelled", {}), *ghost], request_id
     ghosts = sum(p.value for p in captured.points("tool.ghost_responses"))
     assert ghosts == len([record for record in plugin_log() if is_ghost_line(record.getMessage())]) == (
         1 + len(gates.finished))

@@ -164,10 +164,12 @@ def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
     # FastMCP 2.x's and 3.x's own `task=True` with its optional Docket.
     engine = "fastmcp_tasks" if major >= 4 else "fastmcp"
     if _importable(engine if major >= 4 else "docket"):
-        from otel_mcp_cancel.hooks.tasks_fastmcp import FastMCPTaskHooks
+        from otel_mcp_cancel.hooks.tasks_fastmcp import FastMCPTaskClientHooks, FastMCPTaskHooks
 
         # FastMCP 2.x serves a task only to the session that created it; 3.x to any of its caller's scope
         makers.append((SERVER, lambda telemetry: FastMCPTaskHooks(telemetry, engine, bound_to_session=major == 2)))
+        if engine == "fastmcp_tasks":
+            makers.append((CLIENT, FastMCPTaskClientHooks))
     return makers
 
 

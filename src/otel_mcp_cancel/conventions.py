@@ -149,7 +149,7 @@ NETWORK_PROTOCOL_HTTP = "http"
 EVENT_REQUEST_CANCELLED = "tool.request_cancelled"
 EVENT_CANCEL_RECEIVED = "tool.cancel_received"  # on a server's notifications/cancelled span, with its reason text
 EVENT_GHOST_SUPPRESSED = "tool.ghost_response"
-EVENT_RESPONSE_WRITE_INTERRUPTED = "tool.response_write_interrupted"  # mcp 1.x, guard off: the session ends
+EVENT_RESPONSE_WRITE_INTERRUPTED = "tool.response_write_interrupted"  # mcp 1.x: a cancellation cut the write short
 EVENT_GHOST_RETRIED = "tool.ghost_retry"
 EVENT_TASK_STATUS = "tool.task_status_changed"  # on a task's span, each status it reached, with its time
 

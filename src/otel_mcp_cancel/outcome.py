@@ -94,9 +94,19 @@ class Answer:
     def cancel_ack(cls) -> Answer:
         return cls(AnswerKind.CANCEL_ACK)
 
+    @classmethod
+    def connection_closed(cls) -> Answer:
+        """A request that could not be sent because its connection had closed: the failure both SDK lines answer
+        a request whose connection closes under it with (CONNECTION_CLOSED), so the two read the same."""
+        return cls(AnswerKind.ERROR, code=CONNECTION_CLOSED_CODE, message=CONNECTION_CLOSED_MESSAGE)
+
 
 _RESULT = Answer(AnswerKind.RESULT)
 _TOOL_ERROR_RESULT = Answer(AnswerKind.RESULT, is_tool_error=True)
+
+# What both SDK lines answer a request whose connection closed under it with.
+CONNECTION_CLOSED_CODE = int(ERROR_TYPE_CONNECTION_CLOSED)
+CONNECTION_CLOSED_MESSAGE = "Connection closed"
 
 # What mcp 1.x answers a cancelled request with. A client seeing it knows the call was cancelled.
 CANCEL_ACK_CODE = 0

@@ -49,7 +49,9 @@ class RequestRecord:
     cancel_reason: str | None = None
     cancel_time_ns: int | None = None
     answer_writing: bool = False  # its answer's write began (mcp 1.x: the write's failure ends its handling)
-    write_interrupted: bool = False  # a cancel cut the answer's write short (mcp 1.x without the guard)
+    # mcp 1.x: a cancellation cut the answer's write short (a peer's cancel with the guard off, or the session's end
+    # as its caller hung up)
+    write_interrupted: bool = False
     request_id_late: bool = False  # its id was learned after its span started: the id goes on as it ends
     protocol_version: str | None = None
     http_version: str | None = None  # the HTTP version it came over, if it did

@@ -37,6 +37,7 @@ from otel_mcp_cancel.attributes import (
 )
 from otel_mcp_cancel.conventions import (
     CANCEL_REASON_CALLER,
+    CANCEL_REASON_TIMEOUT,
     ERROR_TYPE_CONNECTION_CLOSED,
     EVENT_TASK_STATUS,
     GEN_AI_OPERATION_EXECUTE_TOOL,
@@ -256,13 +257,24 @@ class TaskTelemetry:
         with self._lock:
             left = [task for task in self._tasks.values() if task.creation.session is session and not task.settled]
         for task in left:
-            self._settle_pending(task)  # it was told the task completed; it never read how
-            if task.settled:
-                continue
-            task.gave_up = GAVE_UP_CONNECTION_LOST if connection_lost else task.last_wait or CANCEL_REASON_CALLER
-            if task.gave_up != GAVE_UP_CONNECTION_LOST:
-                task.span.set_attribute(TOOL_CANCEL_REASON, task.gave_up)
-            self._settle(task)
+            self._give_up(task, GAVE_UP_CONNECTION_LOST if connection_lost else task.last_wait or CANCEL_REASON_CALLER)
+
+    def deadline_passed(self, task_id: str) -> None:
+        """A client's own deadline for its task passed while it waited for the task's end (FastMCP's polling loop
+        gave up between polls, each of them answered): it gave up then, by its timeout."""
+        task = self.find(task_id)
+        if task is not None and not task.settled:
+            self._give_up(task, CANCEL_REASON_TIMEOUT)
+
+    def _give_up(self, task: TaskRecord, why: str) -> None:
+        """A client's task ends unsettled, as its caller got it (`why`: caller | timeout | connection lost)."""
+        self._settle_pending(task)  # it was told the task completed; it never read how
+        if task.settled:
+            return
+        task.gave_up = why
+        if why != GAVE_UP_CONNECTION_LOST:
+            task.span.set_attribute(TOOL_CANCEL_REASON, why)
+        self._settle(task)
 
     def waited(self, record: RequestRecord, verdict: Verdict) -> None:
         """A client's request about a task (its creation, or a `tasks/*` one) ended: how, when unanswered."""

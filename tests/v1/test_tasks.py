@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import signal
+import sys
 import threading
 import warnings
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -40,6 +44,8 @@ from tests.task_spans import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.anyio
+
+LOWLEVEL_TASK_SERVER = Path(__file__).resolve().parent.parent / "lowlevel_task_server.py"
 
 
 
@@ -606,6 +612,35 @@ async def test_a_client_whose_server_went_away_saw_its_task_fail_and_did_not_giv
                         await server_gone.wait()
                         await session.experimental.get_task(created.task.taskId)
     viewed = await task_ended(captured, "commit", SpanKind.CLIENT)
+    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "tool.cancel_reason", "error.type")} == {
+        "tool.outcome": "failed", "tool.cancel_reason": None, "error.type": "-32000"}
+    assert (viewed.status.status_code, viewed.status.description) == (
+        StatusCode.ERROR, "the connection closed before the task's outcome reached its caller")
+
+
+async def test_a_client_whose_server_was_killed_mid_task_saw_its_task_fail(captured, tmp_path) -> None:
+    """The server's process killed mid-task (no goodbye: a stdio server's end when it outlives its client's
+    terminate()): before the client's next poll its connection had closed, and 1.x's client cannot send the
+    poll (it raises the closed stream). The poll and the task failed on a closed connection: nobody gave up."""
+    from mcp import StdioServerParameters
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    started = tmp_path / "started"
+    server = StdioServerParameters(command=sys.executable, args=[str(LOWLEVEL_TASK_SERVER), str(started)])
+    async with stdio_client(server) as streams, ClientSession(*streams) as session:
+        await session.initialize()
+        await session.list_tools()
+        created = await session.experimental.call_tool_as_task("hold", {}, ttl=60_000)
+        await until(lambda: started.exists() and started.read_text() != "", seconds=30)
+        os.kill(int(started.read_text()), signal.SIGKILL)
+        await until(lambda: session._write_stream._closed, seconds=30)  # the SDK saw its connection close
+        with pytest.raises(anyio.ClosedResourceError):
+            await session.experimental.get_task(created.task.taskId)
+    (poll,) = spans_named(captured, "tasks/get")
+    assert (poll.attributes.get("error.type"), poll.status.status_code, poll.status.description) == (
+        "-32000", StatusCode.ERROR, "Connection closed")
+    viewed = await task_ended(captured, "hold", SpanKind.CLIENT)
     assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "tool.cancel_reason", "error.type")} == {
         "tool.outcome": "failed", "tool.cancel_reason": None, "error.type": "-32000"}
     assert (viewed.status.status_code, viewed.status.description) == (

@@ -2,7 +2,8 @@
 requests to its client).
 
 It returns the result, raises `McpError` with the peer's error (or 1.x's cancel acknowledgement), raises
-`McpError(408)` when the read timeout fired, or is cancelled with the caller. 1.x has no OpenTelemetry:
+`McpError(408)` when the read timeout fired, raises the closed stream when the connection had closed before the
+request could be sent, or is cancelled with the caller. 1.x has no OpenTelemetry:
 the hook hands `send_request` the request behind a proxy whose wire form carries W3C `traceparent` in
 `params._meta`, so the server's span joins the caller's trace.
 """
@@ -20,9 +21,9 @@ from opentelemetry.propagate import inject
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained, fault
-from otel_mcp_cancel.hooks.observations import WIRE_DUMP, ClientHooks, note_result, wire_params
+from otel_mcp_cancel.hooks.observations import WIRE_DUMP, ClientHooks, connection_lost, note_result, wire_params
 from otel_mcp_cancel.hooks.wrapping import Hook
-from otel_mcp_cancel.outcome import error_answer
+from otel_mcp_cancel.outcome import Answer, error_answer
 from otel_mcp_cancel.request_telemetry import Serving
 
 # 1.x reports its own read timeout as an HTTP-like 408, which no JSON-RPC peer sends.
@@ -119,6 +120,12 @@ class ClientHooksV1(ClientHooks):
                         await _courtesy_cancel(instance, record.request_id, "timed out")
                 else:
                     record.note_answer(error_answer(exc.error.code, exc.error.message))
+                raise
+            except Exception as exc:
+                # 1.x raises the closed stream itself when the connection closed before the request was sent
+                # (a killed server's, say): the same failure as its CONNECTION_CLOSED for one closed after.
+                if connection_lost(exc):
+                    record.note_answer(Answer.connection_closed())
                 raise
             note_result(record, result)
             return result

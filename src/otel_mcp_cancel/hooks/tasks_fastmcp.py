@@ -13,6 +13,10 @@ Where such a task lives:
   the task's status was decided, whether or not anyone polls. A completed execution's stored result
   (read back with `Execution.get_result`) says whether the tool returned an `isError` result.
 - `tasks/cancel` is seen on the wire, by the request hooks.
+
+On the client, fastmcp-tasks' `call_tool(..., timeout=N)` polls the task to its end in `_drive_to_terminal`, which
+raises `TimeoutError` when the caller's deadline passes between two polls that were both answered: the wire shows
+nothing, so the drive is where the caller gave up.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from opentelemetry import trace
 
 from otel_mcp_cancel.attributes import is_tool_error
+from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import TASK_CANCELLED, TASK_COMPLETED, TASK_FAILED, TASK_INPUT_REQUIRED, TOOLS_CALL
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks.observations import HookSet, arg
@@ -169,3 +174,21 @@ class FastMCPTaskHooks(HookSet):
             return keys.parse_task_key(task_key)["client_task_id"]
         except (ValueError, KeyError):
             return None
+
+
+class FastMCPTaskClientHooks(HookSet):
+    """fastmcp-tasks' client: the caller's own deadline for a task it polls."""
+
+    _telemetry: ClientTelemetry
+
+    def hooks(self) -> list[Hook]:
+        return [Hook("fastmcp_tasks.client", "_drive_to_terminal", self._drive)]
+
+    async def _drive(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            return await wrapped(*args, **kwargs)
+        except TimeoutError:
+            if self.active:
+                with contained("following a task's deadline"):
+                    self._telemetry.tasks.deadline_passed(arg(args, kwargs, 1, "task_id"))
+            raise
