@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.conftest import Captured
 from tests.support import until
@@ -53,3 +53,17 @@ async def settled(captured: Captured, outcome: str, status: str, metric: str = "
     """Until a side has recorded a task's outcome (its metric point), whether or not the caller was told."""
     wanted = {("tool.outcome", outcome), ("mcp.task.status", status)}
     await until(lambda: any(wanted <= set(key) for key in outcome_points(captured, metric)))
+
+
+async def assert_polled_on_a_closed_connection(captured: Captured, tool: str) -> None:
+    """A client's poll of its task could not be sent, its connection closed: the poll and the task (as the client
+    saw it) failed on the closed connection, as the SDK's CONNECTION_CLOSED; nobody gave up."""
+    (poll,) = [span for span in captured.spans.get_finished_spans()
+               if span.name == "tasks/get" and span.kind is SpanKind.CLIENT]
+    assert (poll.attributes.get("error.type"), poll.status.status_code, poll.status.description) == (
+        "-32000", StatusCode.ERROR, "Connection closed")
+    viewed = await task_ended(captured, tool, SpanKind.CLIENT)
+    assert {key: viewed.attributes.get(key) for key in ("tool.outcome", "tool.cancel_reason", "error.type")} == {
+        "tool.outcome": "failed", "tool.cancel_reason": None, "error.type": "-32000"}
+    assert (viewed.status.status_code, viewed.status.description) == (
+        StatusCode.ERROR, "the connection closed before the task's outcome reached its caller")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import logging
 import subprocess
 import sys
@@ -34,8 +35,16 @@ WRAPPER = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 
 
 def installed_hooks() -> list[wrapping.Hook]:
-    """The hook points of the installed SDK line."""
-    return [hook for _, make in _hook_makers() for hook in make(None).hooks()]
+    """The hook points of the installed SDK line and frameworks: of each hook set whose package is installed (it
+    is applied as that package is imported; the tests' own imports have imported each)."""
+    return [hook for _, make, trigger in _hook_makers() if installed(trigger) for hook in make(None).hooks()]
+
+
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 def hooked_callables() -> list[object]:
@@ -199,6 +208,81 @@ def test_a_missing_hook_point_is_skipped_with_a_warning(caplog) -> None:
     applied = wrapping.apply([missing])
     assert applied == []
     assert "JSONRPCDispatcher._no_such_method not found" in caplog.text
+
+
+def run_python(script: str) -> list[str]:
+    """What a fresh interpreter running `script` prints, a line each; it must exit cleanly."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()
+
+
+# What a hooked package's import brings in: an SDK class whose method is hooked, and the plugin's telemetry.
+HOOKED_SDK_METHOD = "mcp.shared.session:BaseSession.send_request" if MCP_MAJOR == 1 else (
+    "mcp.shared.jsonrpc_dispatcher:JSONRPCDispatcher._handle_request")
+PROBE = f"""
+import importlib, sys, wrapt
+def hooked(path=\"{HOOKED_SDK_METHOD}\"):
+    module, _, attribute = path.partition(":")
+    owner, name = attribute.split(".")
+    proxy = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
+    return isinstance(getattr(getattr(importlib.import_module(module), owner), name), proxy)
+def loaded(*modules):
+    return " ".join(str(module in sys.modules) for module in modules)
+"""
+
+
+def test_instrument_imports_nothing_until_the_hooked_package_is_imported() -> None:
+    """A process that never imports mcp (any process under opentelemetry-instrument, in an environment that has
+    mcp) pays for none of it, nor for the plugin's telemetry; importing mcp hooks it then."""
+    lines = run_python(PROBE + (
+        "from otel_mcp_cancel import McpCancelInstrumentor\n"
+        "McpCancelInstrumentor().instrument()\n"
+        "print(loaded('mcp', 'otel_mcp_cancel.request_telemetry'))\n"
+        "import mcp\n"
+        "print(loaded('otel_mcp_cancel.request_telemetry'), hooked())\n"
+    ))
+    assert lines == ["False", "False", "True", "True"]
+
+
+def test_an_import_after_uninstrument_hooks_nothing() -> None:
+    lines = run_python(PROBE + (
+        "from otel_mcp_cancel import McpCancelInstrumentor\n"
+        "McpCancelInstrumentor().instrument()\n"
+        "McpCancelInstrumentor().uninstrument()\n"
+        "import mcp\n"
+        "print(loaded('otel_mcp_cancel.request_telemetry'), hooked())\n"
+    ))
+    assert lines == ["False", "False"]
+
+
+def test_a_failure_while_hooking_in_never_breaks_the_applications_import() -> None:
+    lines = run_python(PROBE + (
+        "import logging; logging.basicConfig()\n"
+        "import otel_mcp_cancel.hooks.wrapping as wrapping\n"
+        "def broken(hooks): raise RuntimeError('a defect of ours')\n"
+        "wrapping.apply = broken\n"
+        "from otel_mcp_cancel import McpCancelInstrumentor\n"
+        "McpCancelInstrumentor().instrument()\n"
+        "import mcp.server\n"
+        "print(hooked(), 'imported')\n"
+    ))
+    assert lines == ["False", "imported"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fastmcp") is None, reason="standalone FastMCP is not installed")
+def test_standalone_fastmcp_installed_but_not_imported_is_not_imported() -> None:
+    """A server on the SDK alone, in an environment that has FastMCP (an agent framework's dependency, say): its
+    start-up never imports FastMCP for the plugin; a process that imports FastMCP has it hooked."""
+    lines = run_python(PROBE + (
+        "from otel_mcp_cancel import McpCancelInstrumentor\n"
+        "McpCancelInstrumentor().instrument()\n"
+        "import mcp.server\n"
+        "print(hooked(), loaded('fastmcp', 'otel_mcp_cancel.hooks.fastmcp_server'))\n"
+        "import fastmcp\n"
+        "print(loaded('otel_mcp_cancel.hooks.fastmcp_server'))\n"
+    ))
+    assert lines == ["True", "False", "False", "True"]
 
 
 def test_import_and_instrument_without_mcp_installed() -> None:

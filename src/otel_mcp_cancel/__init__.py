@@ -26,7 +26,6 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 from opentelemetry.metrics import get_meter
 from opentelemetry.trace import get_tracer
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
 from otel_mcp_cancel.conventions import SCHEMA_URL
 from otel_mcp_cancel.environment_variables import (
@@ -38,7 +37,7 @@ from otel_mcp_cancel.environment_variables import (
     OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
 )
 from otel_mcp_cancel.ghosts import GhostStats, ghost_stats
-from otel_mcp_cancel.package import _instruments, _instruments_fastmcp_any
+from otel_mcp_cancel.package import TASKS_EXTENSION, _instruments, _instruments_fastmcp_any
 from otel_mcp_cancel.version import __version__
 
 logger = logging.getLogger("otel_mcp_cancel")
@@ -47,11 +46,17 @@ __all__ = ["GhostStats", "McpCancelInstrumentor", "__version__", "ghost_stats"]
 
 
 class McpCancelInstrumentor(BaseInstrumentor):
-    """Instruments the mcp server with spans and metrics that carry each request's true outcome."""
+    """Instruments the mcp server with spans and metrics that carry each request's true outcome.
+
+    Each set of hooks is made and applied when the package it hooks is imported (at once if it already is): a
+    process pays for what it uses, so one that never imports standalone FastMCP, or mcp itself, pays nothing
+    for them."""
 
     _hook_sets: list[Any] = []
     _applied: list[Any] = []
     _at_exit: Callable[[], None] | None = None
+    _telemetry: dict[str, Any] | None = None
+    _generation = 0  # each instrument() its own: an import hook left from an earlier one does nothing
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -62,9 +67,43 @@ class McpCancelInstrumentor(BaseInstrumentor):
         except ImportError as exc:
             logger.warning("otel_mcp_cancel: mcp is not importable (%s); nothing is instrumented", exc)
             return
+        import wrapt
+
+        self._generation += 1
+        self._options = kwargs
+        self._hook_sets, self._applied = [], []
+        by_trigger: dict[str, list[tuple[str, Callable[[Any], Any]]]] = {}
+        for side, make, trigger in hook_makers:
+            by_trigger.setdefault(trigger, []).append((side, make))
+        for trigger, makers in by_trigger.items():
+            wrapt.register_post_import_hook(
+                lambda module, makers=makers, generation=self._generation: self._hook_in(makers, generation),
+                trigger)
+
+    def _hook_in(self, makers: list[tuple[str, Callable[[Any], Any]]], generation: int) -> None:
+        """The package these hook sets hook was imported: make and apply them. Run inside the application's
+        import, so nothing of it may raise."""
+        if generation != self._generation:  # uninstrumented, or instrumented again, since
+            return
+        try:
+            from otel_mcp_cancel.hooks import wrapping
+
+            telemetry = self._telemetry if self._telemetry is not None else self._start_telemetry()
+            for side, make in makers:
+                hook_set = make(telemetry[side])
+                if hook_set.offers_waiting_spans:
+                    telemetry[side].spans_wait = True
+                if hook_set.finds_current_record:
+                    telemetry[side].records_current = True
+                self._hook_sets.append(hook_set)
+                self._applied += wrapping.apply(hook_set.hooks())
+        except Exception:
+            logger.exception("otel_mcp_cancel: hooking in failed; requests on that path are not traced")
+
+    def _start_telemetry(self) -> dict[str, Any]:
+        """Both sides' telemetry, made once the first hooked package was imported."""
         from otel_mcp_cancel.client_telemetry import ClientTelemetry
         from otel_mcp_cancel.flushing import Flusher
-        from otel_mcp_cancel.hooks import wrapping
         from otel_mcp_cancel.instruments import create_instruments
         from otel_mcp_cancel.liveness import Recording
         from otel_mcp_cancel.request_telemetry import SpanOptions
@@ -72,6 +111,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
         from otel_mcp_cancel.server_telemetry import ServerTelemetry
         from otel_mcp_cancel.user_hooks import UserHooks
 
+        kwargs = self._options
         tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=SCHEMA_URL)
         meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=SCHEMA_URL)
         instruments = create_instruments(meter)
@@ -82,31 +122,26 @@ class McpCancelInstrumentor(BaseInstrumentor):
             recording=Recording(tracer, meter),
             tracer_provider=kwargs.get("tracer_provider"),
         )
-        telemetry = {
+        self._telemetry = {
             SERVER: ServerTelemetry(tracer, instruments, RecentCalls(_retry_window()), options, _fingerprints(),
                                     Flusher(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))),
             CLIENT: ClientTelemetry(tracer, instruments, options, RecentCalls(_retry_window())),
         }
-        self._hook_sets = [make(telemetry[side]) for side, make in hook_makers]
-        for (side, _), hook_set in zip(hook_makers, self._hook_sets):
-            if hook_set.offers_waiting_spans:
-                telemetry[side].spans_wait = True
-            if hook_set.finds_current_record:
-                telemetry[side].records_current = True
-        self._applied = wrapping.apply([hook for hook_set in self._hook_sets for hook in hook_set.hooks()])
         # Registered after the providers were made (and their own exit hooks, which export, registered): runs first.
-        self._at_exit = telemetry[SERVER].process_ending
+        self._at_exit = self._telemetry[SERVER].process_ending
         atexit.register(self._at_exit)
+        return self._telemetry
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from otel_mcp_cancel.hooks import wrapping
 
+        self._generation += 1  # an import after this one hooks nothing
         for hook_set in self._hook_sets:
             hook_set.stop()
         wrapping.remove(self._applied)
         if self._at_exit is not None:
             atexit.unregister(self._at_exit)
-        self._hook_sets, self._applied, self._at_exit = [], [], None
+        self._hook_sets, self._applied, self._at_exit, self._telemetry = [], [], None, None
 
 
 SERVER, CLIENT = "server", "client"
@@ -114,35 +149,32 @@ FASTMCP_DISTRIBUTIONS = ("fastmcp-slim", "fastmcp")
 TASK_ENGINE_V1 = "mcp.server.experimental.request_context"
 
 
-def _hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
-    """Each hook set to apply, as (the side whose telemetry it reports to, its maker), for the installed
-    SDK line and frameworks; ImportError when mcp is missing."""
+def _made(module: str, name: str, **options: Any) -> Callable[[Any], Any]:
+    """A maker of the hook set `name` of `module`, which is imported only when the set is made."""
+    return lambda telemetry: getattr(importlib.import_module(module), name)(telemetry, **options)
+
+
+def _hook_makers() -> list[tuple[str, Callable[[Any], Any], str]]:
+    """Each hook set to apply, as (the side whose telemetry it reports to, its maker, the module whose import
+    applies it), for the installed SDK line and frameworks; ImportError when mcp is missing."""
     return [*_sdk_hook_makers(), *_fastmcp_hook_makers()]
 
 
-def _sdk_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
+def _sdk_hook_makers() -> list[tuple[str, Callable[[Any], Any], str]]:
     if importlib.metadata.version("mcp").split(".")[0] == "1":
-        from otel_mcp_cancel.hooks.client_v1 import ClientHooksV1
-        from otel_mcp_cancel.hooks.server_v1 import ServerHooksV1
-
         guard = _choice(OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD, ("on", "off")) == "on"
         courtesy_cancel = _choice(OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL, ("off", "on")) == "on"
-        makers: list[tuple[str, Callable[[Any], Any]]] = [
-            (SERVER, lambda telemetry: ServerHooksV1(telemetry, guard=guard)),
-            (CLIENT, lambda telemetry: ClientHooksV1(telemetry, courtesy_cancel=courtesy_cancel)),
+        makers = [
+            (SERVER, _made("otel_mcp_cancel.hooks.server_v1", "ServerHooksV1", guard=guard), "mcp"),
+            (CLIENT, _made("otel_mcp_cancel.hooks.client_v1", "ClientHooksV1", courtesy_cancel=courtesy_cancel), "mcp"),
         ]
-        if _importable(TASK_ENGINE_V1):  # mcp 1.23 and later: experimental tasks
-            from otel_mcp_cancel.hooks.tasks_v1 import TaskHooksV1
-
-            makers.append((SERVER, TaskHooksV1))
-        return makers
-    from otel_mcp_cancel.hooks.client_v2 import ClientHooksV2
-    from otel_mcp_cancel.hooks.server_v2 import ServerHooksV2
-
-    return [(SERVER, ServerHooksV2), (CLIENT, ClientHooksV2)]
+        # mcp 1.23 and later: experimental tasks, hooked as their engine is imported (it never is before 1.23)
+        return [*makers, (SERVER, _made("otel_mcp_cancel.hooks.tasks_v1", "TaskHooksV1"), TASK_ENGINE_V1)]
+    return [(SERVER, _made("otel_mcp_cancel.hooks.server_v2", "ServerHooksV2"), "mcp"),
+            (CLIENT, _made("otel_mcp_cancel.hooks.client_v2", "ClientHooksV2"), "mcp")]
 
 
-def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
+def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any], str]]:
     """FastMCP's hooks when its package is importable within the supported range; nothing (and a warning)
     when it is importable but not hooked."""
     found = _fastmcp_distribution()
@@ -154,40 +186,41 @@ def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any]]]:
         logger.warning("otel_mcp_cancel: FastMCP %s (distribution %s) is outside the supported %s; its requests "
                        "are traced through the SDK alone", version, name, " or ".join(_instruments_fastmcp_any))
         return []
-    from otel_mcp_cancel.hooks.fastmcp_server import FastMCPClientHooks, FastMCPServerHooks
-
     major = int(version.split(".")[0])
-    makers: list[tuple[str, Callable[[Any], Any]]] = [(SERVER, lambda telemetry: FastMCPServerHooks(telemetry, major))]
+    server = "otel_mcp_cancel.hooks.fastmcp_server"
+    makers = [(SERVER, _made(server, "FastMCPServerHooks", major=major), "fastmcp")]
     if major >= 3:
-        makers.append((CLIENT, FastMCPClientHooks))
+        makers.append((CLIENT, _made(server, "FastMCPClientHooks"), "fastmcp"))
     # Task engines, all on Docket: FastMCP 4's extension package (the 2026-07-28 tasks extension), and
-    # FastMCP 2.x's and 3.x's own `task=True` with its optional Docket.
-    engine = "fastmcp_tasks" if major >= 4 else "fastmcp"
-    if _importable(engine if major >= 4 else "docket"):
-        from otel_mcp_cancel.hooks.tasks_fastmcp import FastMCPTaskClientHooks, FastMCPTaskHooks
-
+    # FastMCP 2.x's and 3.x's own `task=True` with its optional Docket, hooked as Docket is imported.
+    engine, trigger = (TASKS_EXTENSION, TASKS_EXTENSION) if major >= 4 else ("fastmcp", "docket")
+    if _importable(trigger):
+        tasks = "otel_mcp_cancel.hooks.tasks_fastmcp"
         # FastMCP 2.x serves a task only to the session that created it; 3.x to any of its caller's scope
-        makers.append((SERVER, lambda telemetry: FastMCPTaskHooks(telemetry, engine, bound_to_session=major == 2)))
-        if engine == "fastmcp_tasks":
-            makers.append((CLIENT, FastMCPTaskClientHooks))
+        makers.append((SERVER, _made(tasks, "FastMCPTaskHooks", engine=engine, bound_to_session=major == 2), trigger))
+        if major >= 4:
+            makers.append((CLIENT, _made(tasks, "FastMCPTaskClientHooks"), trigger))
     return makers
 
 
 def _fastmcp_distribution() -> tuple[str, str] | None:
     """(distribution, version) of what provides the importable `fastmcp` package, or None when it is not
-    importable (a warning when no installed distribution claims it)."""
+    importable (a warning when no installed distribution provides it). Asks only FastMCP's two distributions,
+    not every installed one (which costs a server's start-up tens of milliseconds)."""
     if not _importable("fastmcp"):
         return None
-    providers = importlib.metadata.packages_distributions().get("fastmcp")
-    if providers:
-        return canonicalize_name(providers[0]), importlib.metadata.version(providers[0])
-    # An editable install (a source checkout) lists no files, so no distribution claims the package: ask for
-    # the distributions that provide it by name (fastmcp-slim first: since 4.0 fastmcp is a meta-package).
-    for name in FASTMCP_DISTRIBUTIONS:
+    installed = []
+    for name in FASTMCP_DISTRIBUTIONS:  # fastmcp-slim first: since 4.0, fastmcp is a meta-package over it
         try:
-            return name, importlib.metadata.version(name)
+            installed.append((name, importlib.metadata.distribution(name)))
         except importlib.metadata.PackageNotFoundError:
             continue
+    for name, distribution in installed:
+        if any(file.parts[0] == "fastmcp" for file in distribution.files or ()):
+            return name, distribution.version
+    if installed:  # an editable install (a source checkout) lists no files: found by its name
+        name, distribution = installed[0]
+        return name, distribution.version
     logger.warning("otel_mcp_cancel: the fastmcp package is importable but no installed distribution provides "
                    "it, so its version is unknown; its requests are traced through the SDK alone")
     return None

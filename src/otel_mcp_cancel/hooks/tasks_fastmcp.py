@@ -36,10 +36,10 @@ from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks.observations import HookSet, arg
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import HandlerEnd
+from otel_mcp_cancel.package import TASKS_EXTENSION
 from otel_mcp_cancel.request_state import current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
-TASKS_EXTENSION = "fastmcp_tasks"  # the package of FastMCP 4's engine; FastMCP 2.x's and 3.x's are its own
 TOOL_ERROR, PARKED = "tool_error", "parked"
 IN_PROCESS_DOCKET = "memory://"
 _ENDS = {

@@ -1,0 +1,20 @@
+"""The server benchmarks/startup.py starts: one tool, over stdio, on the SDK's own high-level server (FastMCP on
+mcp 1.x, MCPServer on 2.x), with no telemetry code."""
+
+from __future__ import annotations
+
+try:
+    from mcp.server.mcpserver import MCPServer as Server
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP as Server
+
+server = Server("startup")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    return text
+
+
+if __name__ == "__main__":
+    server.run()
