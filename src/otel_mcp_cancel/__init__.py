@@ -19,6 +19,7 @@ import importlib.metadata
 import importlib.util
 import logging
 import os
+import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -83,22 +84,23 @@ class McpCancelInstrumentor(BaseInstrumentor):
     def _hook_in(self, makers: list[tuple[str, Callable[[Any], Any]]], generation: int) -> None:
         """The package these hook sets hook was imported: make and apply them. Run inside the application's
         import, so nothing of it may raise."""
-        if generation != self._generation:  # uninstrumented, or instrumented again, since
-            return
-        try:
-            from otel_mcp_cancel.hooks import wrapping
+        with _HOOKING_IN:  # two threads may import two hooked packages at once
+            if generation != self._generation:  # uninstrumented, or instrumented again, since
+                return
+            try:
+                from otel_mcp_cancel.hooks import wrapping
 
-            telemetry = self._telemetry if self._telemetry is not None else self._start_telemetry()
-            for side, make in makers:
-                hook_set = make(telemetry[side])
-                if hook_set.offers_waiting_spans:
-                    telemetry[side].spans_wait = True
-                if hook_set.finds_current_record:
-                    telemetry[side].records_current = True
-                self._hook_sets.append(hook_set)
-                self._applied += wrapping.apply(hook_set.hooks())
-        except Exception:
-            logger.exception("otel_mcp_cancel: hooking in failed; requests on that path are not traced")
+                telemetry = self._telemetry if self._telemetry is not None else self._start_telemetry()
+                for side, make in makers:
+                    hook_set = make(telemetry[side])
+                    if hook_set.offers_waiting_spans:
+                        telemetry[side].spans_wait = True
+                    if hook_set.finds_current_record:
+                        telemetry[side].records_current = True
+                    self._hook_sets.append(hook_set)
+                    self._applied += wrapping.apply(hook_set.hooks())
+            except Exception:
+                logger.exception("otel_mcp_cancel: hooking in failed; requests on that path are not traced")
 
     def _start_telemetry(self) -> dict[str, Any]:
         """Both sides' telemetry, made once the first hooked package was imported."""
@@ -145,6 +147,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
 
 
 SERVER, CLIENT = "server", "client"
+_HOOKING_IN = threading.RLock()  # re-entered when hooking one package in imports another that is hooked
 FASTMCP_DISTRIBUTIONS = ("fastmcp-slim", "fastmcp")
 TASK_ENGINE_V1 = "mcp.server.experimental.request_context"
 
