@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import urllib.parse
 import urllib.request
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 import yaml
 
 from tests.subprocess_servers import free_port, stop_process, wait_for_port
@@ -177,32 +179,83 @@ def running_jaeger(tmp_path: Path) -> Iterator[Jaeger]:
 
 @contextmanager
 def running_collector(tmp_path: Path, jaeger: Jaeger, name: str = "collector", decision_wait: str = "1s",
-                      logs_to: str | None = None, record_spans: bool = False) -> Iterator[Collector]:
+                      logs_to: str | None = None, record_spans: bool = False,
+                      sampled_to: dict[str, dict[str, Any]] | None = None) -> Iterator[Collector]:
     """The shipped collector config as written, but for its listening addresses, Jaeger's and the logs
     backend's (`logs_to`, an OTLP/HTTP endpoint), tail sampling's decision wait (a test's traces are whole
     within a second, unless it loads the machine) and how often span metrics are flushed (every minute by
-    default). `record_spans`: a file exporter beside the sampling, to see every span it received."""
+    default). `record_spans`: a file exporter beside the sampling, to see every span it received. `sampled_to`:
+    more exporters of the sampled traces, beside Jaeger (as a user adds Phoenix), by name and config."""
     collector = Collector(otlp_http_port=free_port(), otlp_grpc_port=free_port(), prometheus_port=free_port(),
                           received_file=tmp_path / f"{name}-received.jsonl")
     changes: dict[str, Any] = {
         "receivers::otlp::protocols::grpc::endpoint": collector.grpc_address,
         "receivers::otlp::protocols::http::endpoint": f"127.0.0.1:{collector.otlp_http_port}",
-        "exporters::otlp/jaeger::endpoint": f"127.0.0.1:{jaeger.otlp_port}",
-        "exporters::otlphttp/loki::endpoint": logs_to or "http://127.0.0.1:9",
+        "exporters::otlp_grpc/jaeger::endpoint": f"127.0.0.1:{jaeger.otlp_port}",
+        "exporters::otlp_http/loki::endpoint": logs_to or "http://127.0.0.1:9",
         "exporters::prometheus::endpoint": f"127.0.0.1:{collector.prometheus_port}",
         "processors::tail_sampling::decision_wait": decision_wait,
-        "connectors::spanmetrics::metrics_flush_interval": "1s",
+        "connectors::span_metrics::metrics_flush_interval": "1s",
         "service::telemetry::metrics::level": "none",
     }
     if record_spans:
         shipped = yaml.safe_load(SHIPPED_COLLECTOR_CONFIG.read_text())["service"]["pipelines"]["traces"]
         changes["exporters::file/received"] = {"path": str(collector.received_file)}
         changes["service::pipelines::traces::exporters"] = [*shipped["exporters"], "file/received"]
+    if sampled_to:
+        shipped = yaml.safe_load(SHIPPED_COLLECTOR_CONFIG.read_text())["service"]["pipelines"]["traces/sampled"]
+        changes.update({f"exporters::{exporter}": config for exporter, config in sampled_to.items()})
+        changes["service::pipelines::traces/sampled::exporters"] = [*shipped["exporters"], *sampled_to]
     config = configured(SHIPPED_COLLECTOR_CONFIG, changes, tmp_path / f"{name}.yaml")
     command = [str(backends_bin() / "otelcol-mcp"), "--config", str(config)]
     with _running(command, tmp_path / f"{name}.log",
                   (collector.otlp_http_port, collector.otlp_grpc_port, collector.prometheus_port)):
         yield collector
+
+
+@dataclass
+class Phoenix:
+    http_port: int
+
+    @property
+    def url(self) -> str:
+        """Its UI, its REST API, and its OTLP/HTTP receiver (`/v1/traces`)."""
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def spans(self, project: str = "default") -> list[dict[str, Any]]:
+        """Every span it holds in `project`, through its REST API."""
+        url = f"{self.url}/v1/projects/{project}/spans?limit=1000"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.load(response)["data"]
+
+
+def require(what: str, found: Any, how: str) -> Any:
+    """`found`, or a skip saying how to get `what`; under CI (which installs it) a failure instead."""
+    if not found:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(f"{what} is missing: {how}")
+    return found
+
+
+def phoenix_command() -> str:
+    return require("Arize Phoenix", os.environ.get("OTEL_MCP_CANCEL_PHOENIX") or shutil.which("phoenix"),
+                   "pip install arize-phoenix in an environment of its own and set OTEL_MCP_CANCEL_PHOENIX to its "
+                   "`phoenix` (.ci/run does)")
+
+
+@contextmanager
+def running_phoenix(tmp_path: Path) -> Iterator[Phoenix]:
+    """Arize Phoenix from PyPI, its HTTP and gRPC ports on 127.0.0.1, its database in `tmp_path`."""
+    command = phoenix_command()
+    phoenix = Phoenix(http_port=free_port())
+    environment = {**os.environ, "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(phoenix.http_port),
+                   "PHOENIX_GRPC_PORT": str(free_port()), "PHOENIX_WORKING_DIR": str(tmp_path / "phoenix")}
+    with (tmp_path / "phoenix.log").open("wb") as output:
+        process = subprocess.Popen([command, "serve"], stdout=output, stderr=subprocess.STDOUT, env=environment)
+        try:
+            wait_for_port(phoenix.http_port, process, seconds=120)  # it migrates its database first
+            yield phoenix
+        finally:
+            stop_process(process)
 
 
 @dataclass
@@ -234,6 +287,13 @@ def running_agent(tmp_path: Path, name: str, gateways: list[Collector]) -> Itera
 def validate(config: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(backends_bin() / "otelcol-mcp"), "validate", "--config", str(config)],
                           capture_output=True, text=True, timeout=60)
+
+
+def run_backend(binary: str, *arguments: str) -> str:
+    """A built backend's command that prints and exits: what it printed to standard output."""
+    done = subprocess.run([str(backends_bin() / binary), *arguments], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def series(scrape: str, metric: str, **labels: str) -> float:

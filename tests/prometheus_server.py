@@ -10,19 +10,31 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.subprocess_servers import free_port, require_debian_binary, stop_process
+
+SHIPPED_CONFIG = Path(__file__).resolve().parent.parent / "collector-config" / "prometheus" / "prometheus.yml"
 
 
 class Prometheus:
-    def __init__(self, workdir: Path, target_port: int, rule_file: Path, *flags: str) -> None:
+    """`collector=True`: the target is the shipped collector's exporter, scraped by the shipped job as written
+    (but for its address); otherwise a server's own exporter, scraped by a job of its own."""
+
+    def __init__(self, workdir: Path, target_port: int, rule_file: Path, *flags: str, collector: bool = False) -> None:
         self.port = free_port()
+        target = {"targets": [f"127.0.0.1:{target_port}"]}
+        if collector:
+            (job,) = yaml.safe_load(SHIPPED_CONFIG.read_text())["scrape_configs"]
+            job["static_configs"] = [target]
+        else:
+            job = {"job_name": "mcp-server", "static_configs": [target]}
         config = workdir / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            f"rule_files: [{json.dumps(str(rule_file))}]\n"
-            "scrape_configs:\n  - job_name: mcp-server\n"
-            f"    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n"
-        )
+        config.write_text(json.dumps({
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(rule_file)],
+            "scrape_configs": [job],
+        }))
         self.process = subprocess.Popen(
             [
                 require_debian_binary("prometheus"),
@@ -40,6 +52,10 @@ class Prometheus:
             assert self.process.poll() is None, self.process.stderr.read().decode()
             assert time.monotonic() < deadline, "prometheus did not become ready"
             time.sleep(0.1)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def _ready(self) -> bool:
         try:

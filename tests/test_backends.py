@@ -9,13 +9,23 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from examples.otlp_sink import exporter_environment
-from tests.backends import SHIPPED_COLLECTOR_CONFIG, eventually, running_collector, running_jaeger, series, validate
+from tests.backends import (
+    SHIPPED_COLLECTOR_CONFIG,
+    eventually,
+    run_backend,
+    running_collector,
+    running_jaeger,
+    series,
+    validate,
+)
 from tests.prometheus_server import Prometheus
 from tests.raw_peer import raw_peer_over
 from tests.subprocess_servers import gated_ghost, ghost_then_retry, instrumented_command
+from tests.test_pipelines import COLLECTOR_COMPONENTS, alert_queries, dashboard_queries, values
 
 # Real collectors and Jaeger on a loaded machine (CI runs two environments at a time): minutes, past the
 # suite's 120 s a test.
@@ -30,6 +40,23 @@ def test_every_shipped_collector_config_loads_in_the_built_collector() -> None:
     for config in sorted(SHIPPED_COLLECTOR_CONFIG.parent.glob("otelcol*.yaml")):
         result = validate(config)
         assert result.returncode == 0, (config.name, result.stderr)
+
+
+def test_the_built_backends_say_their_release_and_the_collector_is_built_of_what_the_configs_name() -> None:
+    assert run_backend("otelcol-mcp", "--version") == "otelcol-mcp version 0.161.0"
+    assert run_backend("jaeger", "--version").startswith("jaeger version v1.75.0")
+    components = yaml.safe_load(run_backend("otelcol-mcp", "components"))
+    built = {kind: {component["name"] for component in components[kind]} for kind in COLLECTOR_COMPONENTS}
+    assert built == COLLECTOR_COMPONENTS
+
+
+async def test_the_shipped_collector_config_starts_without_a_warning(tmp_path: Path) -> None:
+    """No deprecated component name, nothing else to warn of: read from the collector's own start-up log."""
+    with running_jaeger(tmp_path) as jaeger, running_collector(tmp_path, jaeger):
+        pass
+    log = (tmp_path / "collector.log").read_text()
+    assert "Everything is ready" in log
+    assert [line for line in log.splitlines() if "\twarn\t" in line or "deprecated" in line] == []
 
 
 def documented_jaeger_query() -> str:
@@ -84,7 +111,8 @@ async def test_a_ghost_and_its_retry_through_the_collector_into_jaeger_and_prome
 
         # Exemplars, end to end: the collector exposes them (OpenMetrics), a Prometheus with exemplar storage
         # keeps them, and the ghost counter's points at the ghost's trace, which Jaeger holds.
-        prometheus = Prometheus(tmp_path, collector.prometheus_port, ALERTS, "--enable-feature=exemplar-storage")
+        prometheus = Prometheus(tmp_path, collector.prometheus_port, ALERTS, "--enable-feature=exemplar-storage",
+                                collector=True)
         try:
             await eventually(lambda: prometheus.exemplars("tool_ghost_responses_total") != [])
             (exemplar,) = prometheus.exemplars("tool_ghost_responses_total")
@@ -164,3 +192,30 @@ async def test_spans_from_other_instrumentations_get_an_outcome_in_the_pipeline(
         creating = [line for line in collector.scrape().splitlines() if 'mcp_task_status="working"' in line]
         assert creating and not any('tool_outcome="' in line for line in creating)
         await eventually(lambda: len(jaeger.traces(service, {"tool.outcome": "failed"})) == 1)  # kept: an error
+
+
+async def test_panels_and_alerts_over_sessions_name_each_server_behind_one_collector(tmp_path: Path) -> None:
+    """Two servers export to one collector; Prometheus scrapes the collector with the shipped job (honor_labels):
+    the sessions panel has a row per server, named by its service.name and service.instance.id, and the session
+    alert groups by the same labels."""
+    replicas = {"notes-east": "east-1", "notes-west": "west-1"}
+    with running_jaeger(tmp_path) as jaeger, running_collector(tmp_path, jaeger) as collector:
+        prometheus = Prometheus(tmp_path, collector.prometheus_port, ALERTS, collector=True)
+        try:
+            for service, instance in replicas.items():
+                vault = tmp_path / service
+                vault.mkdir()
+                command, *args = instrumented_command(vault)
+                environment = {**exporter_environment(collector.endpoint), "OTEL_SERVICE_NAME": service,
+                               "OTEL_RESOURCE_ATTRIBUTES": f"service.instance.id={instance}"}
+                async with stdio_client(StdioServerParameters(command=command, args=args, env=environment)) as \
+                        streams, raw_peer_over(*streams) as peer:
+                    await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+            (panel,) = dashboard_queries()["Sessions by how they ended, per server (since the server started)"]
+            expected = {(service, instance, ""): 1.0 for service, instance in replicas.items()}
+            await eventually(lambda: values(prometheus.query(panel), "job", "instance", "error_type") == expected)
+        finally:
+            prometheus.stop()
+    alert = alert_queries()["McpSessionEndedByError"]
+    assert re.search(r"sum by \(([^)]*)\)", panel).group(1) == re.search(r"sum by \(([^)]*)\)", alert).group(1)
+    assert "$labels.job" in yaml.safe_load(ALERTS.read_text())["groups"][0]["rules"][-1]["annotations"]["summary"]

@@ -83,7 +83,8 @@ def github_anchor(heading: str) -> str:
 
 
 def test_every_link_and_picture_in_the_readmes_resolves() -> None:
-    """What the site's strict build checks for docs/, checked here for the READMEs as GitHub shows them."""
+    """What the site's strict build checks for docs/, checked here for the READMEs as GitHub shows them, and
+    every picture the docs show."""
     for page in (README, ROOT / "examples" / "README.md", ROOT / "benchmarks" / "README.md"):
         for target, anchor in re.findall(r"\]\(([^)\s#]*)(?:#([^)\s]*))?\)", page.read_text()):
             if "://" in target:
@@ -93,12 +94,20 @@ def test_every_link_and_picture_in_the_readmes_resolves() -> None:
             if anchor:
                 headings = re.findall(r"^#+ (.+)$", linked.read_text(), re.MULTILINE)
                 assert anchor in {github_anchor(heading) for heading in headings}, f"{page.name}: {target}#{anchor}"
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for picture in re.findall(r"!\[[^\]]+\]\(([^)\s]+)\)", page.read_text()):
+            assert (page.parent / picture).is_file(), f"{page.name}: {picture}"
 
 
-def test_the_first_screen_shows_a_picture() -> None:
+def test_the_first_screen_shows_the_ghosts_span_and_the_outcome_breakdown() -> None:
+    """The pictures tests/test_views.py takes of real pages (examples/screenshots.py saves them)."""
     head = README.read_text().split("\n## ", 1)[0]
-    (picture,) = re.findall(r"!\[[^\]]+\]\(([^)]+)\)", head)
-    assert (ROOT / picture).is_file()
+    pictures = re.findall(r"!\[[^\]]+\]\(([^)]+)\)", head)
+    assert pictures == ["docs/images/phoenix-ghost-span.png", "docs/images/prometheus-calls-by-outcome.png"]
+    views = (ROOT / "tests" / "test_views.py").read_text()
+    for picture in pictures:
+        assert (ROOT / picture).read_bytes().startswith(b"\x89PNG")
+        assert f'picture("{Path(picture).stem}")' in views
 
 
 def shell_words(block: str) -> list[str]:
