@@ -15,6 +15,13 @@ from pathlib import Path
 
 import anyio
 
+if os.environ.get("GATED_SERVER_OWN_METRIC"):
+    # A point of its own, through whatever provider opentelemetry-instrument set: with the plugin disabled, the
+    # SDK alone then holds spans and points as it does with the plugin (tests/test_exit.py's baseline).
+    from opentelemetry import metrics
+
+    metrics.get_meter("gated-server").create_counter("gated_server.started").add(1)
+
 vault = Path(sys.argv[1])
 transport = sys.argv[2] if len(sys.argv) > 2 else "stdio"
 port = int(sys.argv[3]) if len(sys.argv) > 3 else 0

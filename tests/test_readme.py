@@ -21,6 +21,7 @@ import pytest
 
 from examples.otlp_sink import OtlpSink
 from tests.support import MCP_MAJOR
+from tests.test_exit import ENDPOINTS, PATHS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -61,12 +62,15 @@ def test_the_default_run_skips_every_long_test_and_only_those_do_long_work() -> 
     }
     if MCP_MAJOR == 2:
         expected.add("tests/v2/test_benchmark_smoke.py::test_the_benchmark_runs_every_set_up_in_smoke_mode")
+    expected |= {f"tests/test_exit.py::test_the_exit_with_the_endpoint_down_takes_at_most_a_second_more_than_the_sdk_"
+                 f"alone[{path}-{endpoint}]" for path in PATHS for endpoint in ENDPOINTS}
     assert long_tests == expected
     # Without --long each of them is skipped, and says how to run it.
     summary = pytest_run("-m", "long", "-rs", *sorted(long_tests))
     closing = summary.splitlines()[-1]
     assert re.search(rf"= {len(long_tests)} skipped\b", closing) and "passed" not in closing, summary[-2000:]
-    assert summary.count("long: run with --long (CI does)") == len(long_tests), summary[-2000:]
+    said = re.findall(r"^SKIPPED \[(\d+)\] .*: long: run with --long \(CI does\)$", summary, re.MULTILINE)
+    assert sum(map(int, said)) == len(long_tests), summary[-2000:]
     # No test left in the default run does a long test's work.
     for test_id in collected("-m", "not long"):
         path, name = test_id.split("::")[0], test_id.split("::")[-1].split("[")[0]

@@ -23,7 +23,6 @@ from otel_mcp_cancel.conventions import (
     TOOL_CANCELLED_REQUEST_ID,
 )
 from otel_mcp_cancel.faults import contained, fault
-from otel_mcp_cancel.flushing import Flusher
 from otel_mcp_cancel.ghost_reporting import GhostReporter, called_tool
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.liveness import instrumentation_enabled
@@ -62,40 +61,29 @@ class ServerTelemetry(RequestTelemetry):
         retries: RecentCalls,
         options: SpanOptions,
         fingerprints: CallFingerprints | None = None,
-        flusher: Flusher | None = None,
     ) -> None:
         super().__init__(tracer, instruments.server_operation_duration, current_record, options)
         self.ghosts = GhostReporter(instruments, retries, fingerprints)
         # Frameworks' own registries, for a call whose tool never ran: (low-level server, name) -> its tool or None.
         self.registries: list[Callable[[Any, str], Any]] = []
-        self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=self.ghosts,
-                                   after_session=self._flush_if_stdio)
+        self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=self.ghosts)
         self.sessions = SessionTelemetry(instruments.server_session_duration, on_close=self.tasks.session_ended)
         self.on_task_answer = self.tasks.answered
-        self.flusher = flusher or Flusher()
         self.served_targets: set[str] = set()
 
     def hung_up(self, session: SessionRecord | None) -> None:
         """A session's caller hung up (its incoming stream ended), while the session may serve on (the SDK's
         task group waits for task work; FastMCP 2.14 keeps serving): for its tasks, it has ended. Over stdio,
-        that caller was the process's only one, every task's result is out of reach, and the process will be
-        stopped 2 s later: its telemetry is flushed now, and again as its tasks end."""
+        that caller was the process's only one, and every task's result is out of reach."""
         if session is None:
             return
         self.tasks.session_ended(session, every_task=session.over_stdio)
-        self._flush_if_stdio(session)
 
     def process_ending(self) -> None:
-        """The interpreter is exiting: what waits for a caller or for work in this process ends now, and the
-        flushes in flight end before the SDK's own shutdown exports the rest."""
+        """The process is exiting, or a signal is about to end it: what waits for a caller or for work in this
+        process ends now, before the SDK's own shutdown (or the plugin's flush) exports it."""
         with contained("ending tasks as the process exits"):
             self.tasks.process_ending()
-        with contained("finishing the flushes in flight"):
-            self.flusher.finish()
-
-    def _flush_if_stdio(self, session: SessionRecord | None) -> None:
-        if session is not None and session.over_stdio:
-            self.flusher.flush_soon()
 
     def cancel_received(
         self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None

@@ -120,10 +120,8 @@ class TaskTelemetry:
         record_duration: Callable[[float, dict[str, Any]], None],
         cancelled_is_error: bool,
         ghosts: GhostReporter | None,
-        after_session: Callable[[Any], None] | None = None,
     ) -> None:
         self._tracer = tracer
-        self._after_session = after_session  # told of each task span that ends after its session did
         self._record_duration = record_duration  # a point of the side's own operation-duration histogram
         self._ghosts = ghosts  # the server reports ghosts; a client sees none
         self._cancelled_is_error = cancelled_is_error
@@ -482,5 +480,3 @@ class TaskTelemetry:
         if ghost is not None and self._ghosts is not None:
             self._ghosts.ghost(task.creation, task.span, ghost, why)
         task.span.end()
-        if task.session_over and self._after_session is not None:
-            self._after_session(task.creation.in_session)

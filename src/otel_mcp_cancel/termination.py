@@ -1,0 +1,44 @@
+"""SIGTERM, where the process leaves it to the default action, which kills the process before any exit hook
+runs, and with it the OpenTelemetry SDK's unexported spans and points. Supervisors and Kubernetes stop a
+process so; uvicorn re-raises the signal after its graceful stop (in each of `--workers N`); the SDK's stdio
+client terminates a server 2 s after closing its stdin. The plugin ends what this process still holds open
+(its task spans), exports for at most FLUSH_SECONDS, then lets the signal kill the process as it would have:
+with the endpoint down, the process dies at most FLUSH_SECONDS later than it would have."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.flushing import Flusher
+
+FLUSH_SECONDS = 0.75  # under the 1 s a process may take longer to die than it would have
+
+
+class TerminationExport:
+    def __init__(self, process_ending: Callable[[], None], flusher: Flusher) -> None:
+        self._process_ending = process_ending
+        self._flusher = flusher
+
+    def install(self) -> None:
+        """Only from the main thread (the only one that may set a handler) and only over the default: a
+        handler the application (or its server) set is its own, and runs instead."""
+        with contained("handling SIGTERM"):
+            on_main_thread = threading.current_thread() is threading.main_thread()
+            if on_main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, self._terminated)
+
+    def remove(self) -> None:
+        with contained("restoring SIGTERM's default"):
+            if signal.getsignal(signal.SIGTERM) == self._terminated:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    def _terminated(self, signum: int, frame: Any) -> None:
+        with contained("exporting before SIGTERM ends the process"):
+            self._process_ending()
+            self._flusher.flush(FLUSH_SECONDS)
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
