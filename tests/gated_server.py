@@ -15,11 +15,13 @@ from pathlib import Path
 
 import anyio
 
-if os.environ.get("GATED_SERVER_OWN_METRIC"):
-    # A point of its own, through whatever provider opentelemetry-instrument set: with the plugin disabled, the
-    # SDK alone then holds spans and points as it does with the plugin (tests/test_exit.py's baseline).
-    from opentelemetry import metrics
+if os.environ.get("GATED_SERVER_OWN_TELEMETRY"):
+    # A span and a point of its own, through whatever providers opentelemetry-instrument set: with the plugin
+    # disabled, the SDK alone then holds spans and points as it does with the plugin (on mcp 1.x, which has
+    # no spans of its own, too). tests/test_exit.py's baseline.
+    from opentelemetry import metrics, trace
 
+    trace.get_tracer("gated-server").start_span("gated-server started").end()
     metrics.get_meter("gated-server").create_counter("gated_server.started").add(1)
 
 vault = Path(sys.argv[1])

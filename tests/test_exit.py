@@ -4,8 +4,8 @@ answers 503 with Retry-After. Each path where the plugin acts as a process ends:
 which the server exits by itself (the exit hook, then the SDK's shutdown); SIGTERM to a stdio server still
 serving (the SDK's stdio client's terminate, FastMCP 2.x's forced stop); SIGTERM to a server uvicorn runs
 (a supervisor's stop). Each is timed in the same test with the plugin and with it disabled, the gated server
-then recording a point of its own so that the SDK holds spans and points in both (what the SDK charges for
-exporting them is its own). The exporters' timeout is short, so their retries' jittered back-off never runs
+then recording a span and a point of its own so that the SDK holds spans and points in both (what the SDK
+charges for exporting them is its own). The exporters' timeout is short, so their retries' jittered back-off never runs
 and the times compared are the processes', not the dice's. And with the endpoint up, a SIGTERM loses nothing."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def server_environment(endpoint: str, timeout: str, plugin: bool) -> dict[str, s
                    # everything is exported as the process ends.
                    "OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_METRIC_EXPORT_INTERVAL": "60000"}
     if not plugin:
-        environment.update(OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="mcp_cancel", GATED_SERVER_OWN_METRIC="1")
+        environment.update(OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="mcp_cancel", GATED_SERVER_OWN_TELEMETRY="1")
     return environment
 
 

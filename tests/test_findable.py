@@ -4,6 +4,7 @@ depends on the trace being sampled."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,8 @@ async def test_metrics_carry_exemplars_that_point_at_their_spans() -> None:
     assert ghost.attributes["jsonrpc.request.id"] == "ghost" and "tool.handler_outcome" in ghost.attributes
 
 
-@pytest.mark.parametrize("sampler", [ALWAYS_OFF, TraceIdRatioBased(0.1)], ids=["always_off", "ratio_0.1"])
+@pytest.mark.parametrize("sampler", [ALWAYS_OFF, TraceIdRatioBased(0.1), TraceIdRatioBased(0.01)],
+                         ids=["always_off", "ratio_0.1", "ratio_0.01"])
 async def test_outcomes_and_ghosts_do_not_depend_on_sampling(sampler: Any, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="otel_mcp_cancel")
     captured, tracer_provider, meter_provider = captured_with(sampler)
@@ -121,3 +123,25 @@ async def test_the_ghost_warning_reaches_an_otlp_backend_tied_to_its_span(sink: 
     assert {key: warning.attributes.get(key) for key in facts} == facts
     # One string end to end: the log's facts are the span's attributes.
     assert {key: ghost.attributes[key] for key in facts} == facts
+
+
+async def test_with_no_traces_exported_every_point_and_the_ghost_still_are(sink: OtlpSink, tmp_path: Path) -> None:
+    """`OTEL_TRACES_EXPORTER=none` under `opentelemetry-instrument`, metrics on: no span leaves the process, and
+    the duration points and the ghost counter are whole (docs/operations.md's settings)."""
+    command, *args = instrumented_command(tmp_path)
+    environment = {**exporter_environment(sink.endpoint), "OTEL_TRACES_EXPORTER": "none"}
+    async with stdio_client(StdioServerParameters(command=command, args=args, env=environment)) as streams:
+        async with raw_peer_over(*streams) as peer:
+            await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+            await ghost_then_retry(peer, tmp_path)  # 100 a ghost; 101, 102 and 103 ok
+            await until(lambda: [p.value for p in sink.latest_points("tool.ghost_responses")] == [1], seconds=30)
+
+            def calls() -> Counter:
+                counted: Counter = Counter()
+                for point in sink.latest_points("mcp.server.operation.duration"):
+                    if point.attributes.get("mcp.method.name") == "tools/call":
+                        counted[point.attributes["tool.outcome"]] += point.value
+                return counted
+
+            await until(lambda: calls() == Counter(ok=4, cancelled=1), seconds=30)
+    assert sink.spans == []
