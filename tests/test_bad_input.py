@@ -122,7 +122,7 @@ async def test_a_server_span_is_named_with_its_tool_as_it_starts_once_the_tool_w
                      ("9", "tools/call")]
 
 
-@only_v2  # mcp 1.x rejects an unknown method in its receive loop, before any request (or span) exists
+@only_v2  # a handler for a method of one's own: mcp 2.x's lowlevel API
 async def test_random_method_names_do_not_grow_span_names_but_served_ones_keep_theirs(captured) -> None:
     from mcp_types import RequestParams
 
@@ -148,8 +148,9 @@ async def test_random_method_names_do_not_grow_span_names_but_served_ones_keep_t
     assert len(LIVE) == 0
 
 
-@only_v2  # mcp 1.x rejects a request that fails its schema in the receive loop, before any request exists
 async def test_malformed_params_are_a_failed_outcome(captured) -> None:
+    """On mcp 1.x the first is refused in the session's receive loop, before any handler: its span is the
+    plugin's alone."""
     async with raw_session(notes_server(Gates())) as peer:
         answer = await peer.call(1, "tools/call", {"name": ["not", "a", "name"], "arguments": "nope"})
         assert not is_result(answer)
@@ -160,6 +161,26 @@ async def test_malformed_params_are_a_failed_outcome(captured) -> None:
     assert "gen_ai.tool.name" not in spans["1"].attributes
     assert spans["2"].attributes["tool.outcome"] == "failed"
     assert spans["2"].attributes["error.type"] == "tool_error"
+
+
+async def test_a_request_the_line_refuses_has_its_span_and_point_and_invented_methods_fold(captured) -> None:
+    """`server/discover` (what the Go SDK, the Inspector and rmcp open a 2026-07-28 connection with, a method of
+    the protocol that these servers do not serve in this revision) and invented methods, on both lines: each is
+    refused, and its span and point say so; invented ones under `_OTHER`, their name kept (cut to 256
+    characters) on the span only. mcp 1.x refuses both in the session's receive loop, before any handler."""
+    async with raw_session(notes_server(Gates())) as peer:
+        discover = await peer.call("discover", "server/discover", {})
+        invented = [await peer.call(n, f"random/{n}-" + "x" * 500, {}) for n in range(100)]
+    assert not is_result(discover) and not any(is_result(answer) for answer in invented)
+    spans = {s.attributes["jsonrpc.request.id"]: s for s in captured.request_spans()}
+    assert spans["discover"].name == spans["discover"].attributes["mcp.method.name"] == "server/discover"
+    assert spans["discover"].attributes["error.type"] == str(discover.error.code)
+    folded = [spans[str(n)] for n in range(100)]
+    assert {(s.name, s.attributes["mcp.method.name"]) for s in folded} == {("_OTHER", "_OTHER")}
+    assert {s.attributes["error.type"] for s in folded} == {str(answer.error.code) for answer in invented}
+    assert max(len(s.attributes["mcp.method.name_original"]) for s in folded) == 256
+    counts = {p.attributes["mcp.method.name"]: p.count for p in captured.points("mcp.server.operation.duration")}
+    assert (counts["server/discover"], counts["_OTHER"]) == (1, 100)
 
 
 async def test_ten_thousand_distinct_cancel_reasons_mint_no_attribute_value(captured) -> None:

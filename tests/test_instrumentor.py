@@ -255,6 +255,34 @@ def test_an_import_after_uninstrument_hooks_nothing() -> None:
     assert lines == ["False", "False"]
 
 
+SIGTERM_PROBE = PROBE + """
+import os, signal
+def sigterm():
+    handler = signal.getsignal(signal.SIGTERM)
+    return "default" if handler is signal.SIG_DFL else getattr(handler, "__module__", None) or "other"
+"""
+
+
+def test_sigterm_is_handled_only_over_the_default_and_restored_by_uninstrument() -> None:
+    lines = run_python(SIGTERM_PROBE + (
+        "McpCancelInstrumentor().instrument()\n"
+        "print(sigterm())\n"
+        "McpCancelInstrumentor().uninstrument()\n"
+        "print(sigterm())\n"
+        "def own(signum, frame): pass\n"
+        "signal.signal(signal.SIGTERM, own)\n"
+        "McpCancelInstrumentor().instrument()\n"
+        "print(sigterm())\n"
+        "McpCancelInstrumentor().uninstrument()\n"
+        "print(sigterm())\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+        "os.environ['OTEL_PYTHON_MCP_CANCEL_SIGTERM_EXPORT'] = 'off'\n"
+        "McpCancelInstrumentor().instrument()\n"
+        "print(sigterm())\n"
+    ))
+    assert lines == ["otel_mcp_cancel.termination", "default", "__main__", "__main__", "default"]
+
+
 def test_a_failure_while_hooking_in_never_breaks_the_applications_import() -> None:
     lines = run_python(PROBE + (
         "import logging; logging.basicConfig()\n"

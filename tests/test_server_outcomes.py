@@ -22,7 +22,7 @@ from otel_mcp_cancel.conventions import TOOL_ERROR_DESCRIPTION
 from otel_mcp_cancel.instruments import DURATION_BUCKETS
 from tests.raw_peer import RawPeer, is_error, is_result, raw_session
 from tests.servers import Gates, notes_server, raising_lowlevel_server
-from tests.support import MCP_MAJOR, assert_ghost_line, only_v2, until
+from tests.support import MCP_MAJOR, assert_ghost_line, until
 
 pytestmark = pytest.mark.anyio
 
@@ -151,7 +151,6 @@ async def test_handler_exception_is_a_jsonrpc_error(captured) -> None:
     assert span.name == "tools/call"
 
 
-@only_v2  # mcp 1.x rejects a request that fails its schema in the receive loop, before any request exists
 async def test_invalid_params_is_failed_but_the_callers_fault(framework, captured) -> None:
     async with raw_session(notes_server(Gates(), framework)) as peer:
         answer = await peer.call(13, "tools/call", {"arguments": {}})
@@ -169,11 +168,13 @@ async def test_invalid_params_is_failed_but_the_callers_fault(framework, capture
     assert span.status.status_code is StatusCode.UNSET
 
 
-@only_v2  # mcp 1.x rejects an unknown method in the receive loop, before any request exists
 async def test_unknown_method_is_unset(framework, captured) -> None:
+    """mcp 2.x answers it METHOD_NOT_FOUND; 1.x refuses it INVALID_PARAMS in its receive loop, before any
+    handler: either way the caller's fault, and its span and point say which error it was answered."""
     async with raw_session(notes_server(Gates(), framework)) as peer:
         answer = await peer.call(14, "no/such/method", {})
-    assert is_error(answer, -32601)
+    code = -32601 if MCP_MAJOR == 2 else -32602
+    assert is_error(answer, code)
     span = await span_for(captured, "14")
     assert span.name == "_OTHER"
     assert framework.our_attributes(span) == {
@@ -181,12 +182,12 @@ async def test_unknown_method_is_unset(framework, captured) -> None:
         "mcp.method.name_original": "no/such/method",
         "jsonrpc.request.id": "14",
         "mcp.protocol.version": peer.protocol_version,
-        "error.type": "-32601",
-        "rpc.response.status_code": "-32601",
+        "error.type": str(code),
+        "rpc.response.status_code": str(code),
     }
     assert span.status.status_code is StatusCode.UNSET
     point = duration_point(captured, "_OTHER")
-    assert point.attributes["error.type"] == "-32601"
+    assert point.attributes["error.type"] == str(code)
 
 
 async def test_cancel_interrupts_the_handler(framework, captured, plugin_log) -> None:

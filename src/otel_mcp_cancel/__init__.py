@@ -139,7 +139,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
             CLIENT: ClientTelemetry(tracer, instruments, options, RecentCalls(_retry_window())),
         }
         # Registered after the providers were made (and their own exit hooks, which export, registered): runs first.
-        self._at_exit = self._telemetry[SERVER].process_ending
+        self._at_exit = self._exiting
         atexit.register(self._at_exit)
         return self._telemetry
 
@@ -155,6 +155,11 @@ class McpCancelInstrumentor(BaseInstrumentor):
         if self._termination is not None:
             self._termination.remove()
         self._hook_sets, self._applied, self._at_exit, self._telemetry, self._termination = [], [], None, None, None
+
+    def _exiting(self) -> None:
+        if self._termination is not None:
+            self._termination.exit_started()
+        self._process_ending()
 
     def _process_ending(self) -> None:
         telemetry = self._telemetry  # None until a hooked package was imported: then nothing is open

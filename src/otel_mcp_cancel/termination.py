@@ -3,10 +3,12 @@ runs, and with it the OpenTelemetry SDK's unexported spans and points. Superviso
 process so; uvicorn re-raises the signal after its graceful stop (in each of `--workers N`); the SDK's stdio
 client terminates a server 2 s after closing its stdin. The plugin ends what this process still holds open
 (its task spans), exports for at most FLUSH_SECONDS, then lets the signal kill the process as it would have:
-with the endpoint down, the process dies at most FLUSH_SECONDS later than it would have."""
+with the endpoint down, the process dies at most FLUSH_SECONDS later than it would have. A process already
+exiting (the SDK's own shutdown exporting) is given those seconds to finish instead."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -22,6 +24,7 @@ class TerminationExport:
     def __init__(self, process_ending: Callable[[], None], flusher: Flusher) -> None:
         self._process_ending = process_ending
         self._flusher = flusher
+        self._exiting = False
 
     def install(self) -> None:
         """Only from the main thread (the only one that may set a handler) and only over the default: a
@@ -36,9 +39,19 @@ class TerminationExport:
             if signal.getsignal(signal.SIGTERM) == self._terminated:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
+    def exit_started(self) -> None:
+        """Told by the plugin's exit hook, which runs before the SDK's own."""
+        self._exiting = True
+
     def _terminated(self, signum: int, frame: Any) -> None:
+        signal.signal(signum, signal.SIG_DFL)
+        if self._exiting:  # the providers are being shut down, and export as they are: a flush finds them shut
+            with contained("ending the process after its exit's grace"):
+                ending = threading.Timer(FLUSH_SECONDS, os.kill, (os.getpid(), signum))
+                ending.daemon = True
+                ending.start()
+            return
         with contained("exporting before SIGTERM ends the process"):
             self._process_ending()
             self._flusher.flush(FLUSH_SECONDS)
-        signal.signal(signum, signal.SIG_DFL)
         signal.raise_signal(signum)

@@ -116,6 +116,8 @@ class ServerHooksV1(FrameworkHooks):
                  self.request_stream_closing),
             # A cancel for a request no longer in flight reaches nothing but this validation.
             Hook("mcp.types", "ClientNotification.model_validate", self._notification_validated, inherited=True),
+            # Nor does a request the session refuses (an unknown method, params that do not validate).
+            Hook("mcp.types", "ClientRequest.model_validate", self._request_validated, inherited=True),
             *self.framework_hooks("mcp.server.fastmcp", _STDIO_SERVER_BINDINGS),
         ]
 
@@ -125,17 +127,22 @@ class ServerHooksV1(FrameworkHooks):
         params = wire_params(request, self._telemetry.params_as_sent)
         record = self._telemetry.open(request.method, params, responder.request_id, transport, checked=True)
         if record is not None:
-            record.server, record.session = server, session
-            try:
-                record.in_session = in_session = self._telemetry.sessions.of(session._read_stream)
-                http_peer(record, responder.message_metadata)
-            except Exception:
-                in_session = None
-                fault("reading a request's session and peer")
-            # Its session knows the version once a request in it was served; before that, it is negotiated now.
-            known = in_session.protocol_version if in_session is not None else None
-            record.protocol_version = known if known is not None else _negotiated_version(session)
+            record.server = server
+            self._place(record, session, responder.message_metadata)
         return record
+
+    def _place(self, record: RequestRecord, session: Any, message_metadata: Any) -> None:
+        """A request's session, its peer, and the protocol version in force."""
+        record.session = session
+        try:
+            record.in_session = in_session = self._telemetry.sessions.of(session._read_stream)
+            http_peer(record, message_metadata)
+        except Exception:
+            in_session = None
+            fault("reading a request's session and peer")
+        # Its session knows the version once a request in it was served; before that, it is negotiated now.
+        known = in_session.protocol_version if in_session is not None else None
+        record.protocol_version = known if known is not None else _negotiated_version(session)
 
     async def _serve(self, record: RequestRecord, responder: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
         """Serve a request with its record current; how its answer's write failed is read here, where the
@@ -252,6 +259,31 @@ class ServerHooksV1(FrameworkHooks):
                 if isinstance(session, ServerSession) and params.requestId not in session._in_flight:
                     self._telemetry.cancel_received(None, params.requestId, cancel_reason(params), None)
         return notification
+
+    def _request_validated(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """A request the session refuses before any handler (a method this line does not know, such as
+        `server/discover`; params that fail validation): 1.x answers it INVALID_PARAMS from its receive loop,
+        where nothing else sees it. It gets its span and its point, so a client that cannot talk is seen."""
+        try:
+            return wrapped(*args, **kwargs)
+        except Exception:
+            if self.active and self._telemetry.traced():
+                with contained("recording a refused request"):
+                    self._refused(_receive_loop_local("self"), _receive_loop_local("message"))
+            raise
+
+    def _refused(self, session: Any, message: Any) -> None:
+        request = getattr(getattr(message, "message", None), "root", None)
+        if not isinstance(session, ServerSession) or not isinstance(request, types.JSONRPCRequest):
+            return
+        metadata = getattr(message, "metadata", None)
+        record = self._telemetry.open(request.method, request.params, request.id, network_transport(metadata),
+                                      checked=True)
+        if record is None:
+            return
+        self._place(record, session, metadata)
+        with Serving(self._telemetry, record):
+            record.note_answer(Answer.error(types.INVALID_PARAMS, "Invalid request parameters"))  # what 1.x sends
 
     @staticmethod
     def _learn_listing(record: RequestRecord, response: Any) -> None:
