@@ -121,6 +121,14 @@ def cancel_read(tool: str) -> str:
 
 
 @server.tool()
+def in_flight(tool: str) -> str:
+    """A test's probe, to order a race: whether a call of `tool` is in flight (the plugin holds its record)."""
+    from otel_mcp_cancel.request_state import LIVE
+
+    return "yes" if any(record.target == tool for record in list(LIVE._records.values())) else "no"
+
+
+@server.tool()
 def release() -> str:
     release_async.set()
     release_thread.set()
