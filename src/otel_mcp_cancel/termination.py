@@ -17,7 +17,7 @@ from typing import Any
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.flushing import Flusher
 
-FLUSH_SECONDS = 0.75  # under the 1 s a process may take longer to die than it would have
+FLUSH_SECONDS = 0.5  # well under the 1 s a process may take longer to die than it would have
 
 
 class TerminationExport:
@@ -51,7 +51,15 @@ class TerminationExport:
                 ending.daemon = True
                 ending.start()
             return
+        # In a thread of its own, waited for no longer than the bound: the signal may have interrupted this (main)
+        # thread while it held a lock that ending the task spans takes.
+        with contained("exporting before SIGTERM ends the process"):
+            exporting = threading.Thread(target=self._export, name="otel_mcp_cancel export", daemon=True)
+            exporting.start()
+            exporting.join(FLUSH_SECONDS)
+        signal.raise_signal(signum)
+
+    def _export(self) -> None:
         with contained("exporting before SIGTERM ends the process"):
             self._process_ending()
             self._flusher.flush(FLUSH_SECONDS)
-        signal.raise_signal(signum)
