@@ -101,31 +101,31 @@ async def wait_started() -> str:
     return "started"
 
 
-@server.tool()
-def caller_gone(tool: str) -> str:
-    """A test's probe, to order a race: whether the plugin (loaded by `opentelemetry-instrument`) noticed that
-    the caller of a call of `tool` still in flight hung up."""
+def _in_flight(tool: str, *, caller_gone: bool = False, cancelled: bool = False) -> bool:
+    """Whether the plugin (loaded by `opentelemetry-instrument`) holds a call of `tool` in flight, and has noticed
+    its caller hung up, or read its cancel, when asked."""
     from otel_mcp_cancel.request_state import LIVE
 
-    in_flight = list(LIVE._records.values())
-    return "gone" if any(record.target == tool and record.caller_gone for record in in_flight) else "here"
+    return any(record.target == tool and (record.caller_gone or not caller_gone)
+               and (record.cancelled or not cancelled) for record in list(LIVE._records.values()))
+
+
+@server.tool()
+def caller_gone(tool: str) -> str:
+    """A test's probe, to order a race: whether the caller of a call of `tool` still in flight hung up."""
+    return "gone" if _in_flight(tool, caller_gone=True) else "here"
 
 
 @server.tool()
 def cancel_read(tool: str) -> str:
     """A test's probe, to order a race: whether the plugin read a cancel of a call of `tool` still in flight."""
-    from otel_mcp_cancel.request_state import LIVE
-
-    in_flight = list(LIVE._records.values())
-    return "read" if any(record.target == tool and record.cancelled for record in in_flight) else "not yet"
+    return "read" if _in_flight(tool, cancelled=True) else "not yet"
 
 
 @server.tool()
 def in_flight(tool: str) -> str:
-    """A test's probe, to order a race: whether a call of `tool` is in flight (the plugin holds its record)."""
-    from otel_mcp_cancel.request_state import LIVE
-
-    return "yes" if any(record.target == tool for record in list(LIVE._records.values())) else "no"
+    """A test's probe, to order a race: whether a call of `tool` is in flight."""
+    return "yes" if _in_flight(tool) else "no"
 
 
 @server.tool()

@@ -1,8 +1,8 @@
 """Clients in other languages than Python against a server under the plugin: the TypeScript SDK's (what desktop
 hosts and IDEs are built on, tests/clients/ts_client.mjs) over stdio and streamable HTTP, and the Go SDK's
-(tests/clients/go, which opens with `server/discover`) over stdio. What the server's spans say of each call is compared with what the client saw. Skipped where
-node and the TypeScript SDK (`npm install` in tests/clients/) or Go are missing; under CI (which installs them)
-a failure instead."""
+(tests/clients/go, which opens with `server/discover`) over stdio. What the server's spans say of each call is
+compared with what the client saw. Skipped where node and the TypeScript SDK (`npm install` in tests/clients/)
+or Go are missing; under CI (which installs them) a failure instead."""
 
 from __future__ import annotations
 
