@@ -42,7 +42,8 @@ def headless_chromium() -> WebDriver:
 
 def _shown(browser: WebDriver, by: str, selector: str):
     """The first element `selector` finds, once the page shows one."""
-    return WebDriverWait(browser, PAGE_SECONDS, poll_frequency=0.2).until(lambda _: browser.find_elements(by, selector))[0]
+    waiting = WebDriverWait(browser, PAGE_SECONDS, poll_frequency=0.2)
+    return waiting.until(lambda _: browser.find_elements(by, selector))[0]
 
 
 def _settled(browser: WebDriver, read) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -42,6 +43,12 @@ def require_debian_binary(binary: str) -> str:
             pytest.fail(f"{binary} is not installed; .ci/run installs Debian's package")
         pytest.skip(f"{binary} is not installed (apt-get install {binary})")
     return found
+
+
+def send_line(process: subprocess.Popen, message: dict[str, Any]) -> None:
+    """Write one JSON-RPC message to a stdio server started with text pipes, as a client's line."""
+    process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+    process.stdin.flush()
 
 
 def free_port() -> int:

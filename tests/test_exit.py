@@ -19,16 +19,16 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from importlib.metadata import version
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
 
 from examples.otlp_sink import OtlpSink, exporter_environment
-from tests.subprocess_servers import free_port, instrumented_command, wait_for_port
+from tests.subprocess_servers import free_port, instrumented_command, send_line, wait_for_port
 from tests.support import until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,22 +103,18 @@ def server_environment(endpoint: str, timeout: str, plugin: bool) -> dict[str, s
     return environment
 
 
-def send(process: subprocess.Popen, message: dict) -> None:
-    process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
-    process.stdin.flush()
-
-
 def stdio_server_after_calls(tmp_path: Path, environment: dict[str, str]) -> subprocess.Popen:
     """The gated server over stdio, after CALLS answered calls (one failing)."""
     process = subprocess.Popen(instrumented_command(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, env=environment, text=True)
-    send(process, {"id": 0, "method": "initialize", "params": {
+    send_line(process, {"id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "exit", "version": "0"}}})
     process.stdout.readline()
-    send(process, {"method": "notifications/initialized"})
+    send_line(process, {"method": "notifications/initialized"})
     for request_id in range(1, CALLS + 1):
         tool = "broken" if request_id == 1 else "echo"
-        send(process, {"id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "x"}}})
+        send_line(process, {"id": request_id, "method": "tools/call",
+                            "params": {"name": tool, "arguments": {"text": "x"}}})
         assert json.loads(process.stdout.readline())["id"] == request_id
     return process
 
@@ -201,7 +197,8 @@ async def test_a_sigterm_with_the_endpoint_up_loses_no_span_and_no_point(sink: O
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=30)
     assert process.returncode == -signal.SIGTERM  # killed by the signal, as it would have been
-    calls = [span for span in sink.server_spans("otel_mcp_cancel") if span.attributes["mcp.method.name"] == "tools/call"]
+    calls = [span for span in sink.server_spans("otel_mcp_cancel")
+             if span.attributes["mcp.method.name"] == "tools/call"]
     assert len(calls) == CALLS
     await until(lambda: sink.latest_points("mcp.server.operation.duration") != [], seconds=5)
     counts = {point.attributes["tool.outcome"]: point.value for point in sink.latest_points(
@@ -244,7 +241,8 @@ async def test_every_uvicorn_worker_exports_every_call_when_the_supervisor_stops
         process.wait(timeout=60)
     finally:
         process.kill()
-    calls = [span for span in sink.server_spans("otel_mcp_cancel") if span.attributes["mcp.method.name"] == "tools/call"]
+    calls = [span for span in sink.server_spans("otel_mcp_cancel")
+             if span.attributes["mcp.method.name"] == "tools/call"]
     workers = {span.resource.get("service.instance.id") for span in calls}
     print(f"{len(calls)} calls' spans from {len(workers)} worker(s)")
     assert len(calls) == clients * calls_each

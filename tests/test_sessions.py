@@ -3,7 +3,11 @@ the session id, client address and HTTP version on every request span."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +29,7 @@ from tests.raw_peer import is_result, lowlevel_of, raw_peer_over, raw_session, s
 from tests.sdk_client import sdk_client
 from tests.semconv import CONVENTION, TELEMETRY_DOC
 from tests.servers import Gates, notes_server, raising_lowlevel_server
-from tests.subprocess_servers import HttpServer, http_streams, instrumented_command
+from tests.subprocess_servers import HttpServer, http_streams, instrumented_command, send_line
 from tests.support import MCP_MAJOR, is_ghost_line, until
 
 pytestmark = pytest.mark.anyio
@@ -110,6 +114,61 @@ async def test_over_stdio_the_session_is_a_pipe(sink: OtlpSink, tmp_path: Path) 
     # The convention's session attributes: no network.transport (stdio has no network.protocol.name).
     assert point.attributes == {"mcp.protocol.version": peer.protocol_version}
     assert point.value == 1
+
+
+@pytest.mark.parametrize("gated_framework", [
+    "", pytest.param("fastmcp", marks=pytest.mark.skipif(find_spec("fastmcp") is None, reason="no FastMCP here"))])
+async def test_over_stdio_an_answer_whose_write_failed_reached_nobody(
+    gated_framework: str, sink: OtlpSink, tmp_path: Path
+) -> None:
+    """The caller closes its end of the server's stdout and keeps stdin open. The next answer's write fails
+    (BrokenPipeError; the SDK's transport then ends, and the server with it once its stdin is closed too). Its
+    handler had finished and its caller never got the answer: cancelled, a ghost. The call still in flight lost
+    its caller: cancelled."""
+    environment = {**os.environ, **exporter_environment(sink.endpoint), "OTEL_LOGS_EXPORTER": "otlp_proto_http",
+                   "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true", "GATED_FRAMEWORK": gated_framework}
+    process = subprocess.Popen(instrumented_command(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, env=environment, text=True)
+    try:
+        send_line(process, {"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "closer", "version": "0"}}})
+        assert json.loads(process.stdout.readline())["id"] == 1
+        send_line(process, {"method": "notifications/initialized"})
+        send_line(process, {"id": 2, "method": "tools/call", "params": {"name": "slow", "arguments": {"text": "a"}}})
+        send_line(process, {"id": 3, "method": "tools/call", "params": {"name": "wait_started", "arguments": {}}})
+        assert json.loads(process.stdout.readline())["id"] == 3  # `slow` is in flight
+        process.stdout.close()
+        send_line(process, {"id": 4, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "b"}}})
+
+        def calls() -> dict[str, Any]:
+            return {span.attributes["jsonrpc.request.id"]: span for span in sink.server_spans("otel_mcp_cancel")
+                    if span.attributes["mcp.method.name"] == "tools/call"}
+
+        # Both end as the write fails, before the caller's stdin closes (the SDK's reader waits for it).
+        await until(lambda: len(calls()) == 3, seconds=30)
+        process.stdin.close()
+        # It ends in error: the transport's BrokenPipeError (1), or on 1.x Python's own flush of stdout at exit (120).
+        assert process.wait(timeout=60) in (1, 120)
+    finally:
+        process.kill()
+    spans = calls()
+    assert {request_id: (span.attributes["tool.outcome"], span.attributes.get("tool.handler_outcome"),
+                         [name for name, _ in span.events]) for request_id, span in spans.items()} == {
+        "2": ("cancelled", None, ["tool.request_cancelled"]),
+        "3": ("ok", None, []),
+        "4": ("cancelled", "ok", ["tool.request_cancelled", "tool.ghost_response"]),
+    }
+    assert all("error.type" not in span.attributes for span in spans.values())
+    outcomes = {(point.attributes["gen_ai.tool.name"], point.attributes["tool.outcome"]): point.value
+                for point in sink.latest_points("mcp.server.operation.duration")
+                if point.attributes["mcp.method.name"] == "tools/call"}
+    assert outcomes == {("slow", "cancelled"): 1, ("wait_started", "ok"): 1, ("echo", "cancelled"): 1}
+    (ghosts,) = sink.latest_points("tool.ghost_responses")
+    assert (ghosts.attributes["gen_ai.tool.name"], ghosts.attributes["tool.ghost_risk"], ghosts.value) == (
+        "echo", "unknown", 1)
+    (warning,) = [log for log in sink.logs if is_ghost_line(str(log.body))]
+    assert "tool 'echo' (request id 4," in str(warning.body) and "its caller was gone" in str(warning.body)
+    assert warning.span_id == spans["4"].span_id
 
 
 def assert_http_sessions(sink: OtlpSink, peer: Any, sessions: int) -> None:

@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry.trace import Span
 
@@ -22,6 +22,12 @@ from otel_mcp_cancel.attributes import metric_attributes
 from otel_mcp_cancel.conventions import OTHER
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.session_telemetry import SessionRecord
+
+
+class AnswerWire(Protocol):
+    """Where a request's answer is written, when the request is concluded only once it is (`stdio_wire`)."""
+
+    def holds(self, record: RequestRecord, conclude: Callable[[RequestRecord], None]) -> bool: ...
 
 
 class RequestRecord:
@@ -56,6 +62,7 @@ class RequestRecord:
     protocol_version: str | None = None
     http_version: str | None = None  # the HTTP version it came over, if it did
     in_session: SessionRecord | None = None  # the session it was served (server) or sent (client) in
+    wire: AnswerWire | None = None  # served over stdio: the stdout its answer is written to
     server: Any = None  # the low-level server answering, to ask which tools it registered
     session: Any = None  # the connection or session it came on, to match retries
     tool_registered: bool = False

@@ -74,7 +74,10 @@ class Serving:
         try:
             # In flight across uninstrument(), its answer unseen: no verdict rather than a wrong one.
             if not telemetry.stopped or record.answer is not None or record.cancelled:
-                ended = telemetry.conclude(record)
+                if record.wire is not None and _held_by_wire(telemetry, record):
+                    ended = True  # its stdout concludes it once its answer's line is written, or fails to be
+                else:
+                    ended = telemetry.conclude(record)
         finally:
             if not ended and record.ends_span:  # whatever failed above, the span still ends
                 try:
@@ -84,6 +87,14 @@ class Serving:
             otel_context.detach(self._context_token)
             if self._record_token is not None:
                 telemetry.current.reset(self._record_token)
+
+
+def _held_by_wire(telemetry: RequestTelemetry, record: RequestRecord) -> bool:
+    try:
+        return record.wire.holds(record, telemetry.conclude_later)
+    except Exception:
+        fault("following an answer to stdout")
+        return False
 
 
 class WaitingSpan(Span):
@@ -288,6 +299,21 @@ class RequestTelemetry:
             except Exception:
                 fault(f"ending a {role} span")
         return True
+
+    def conclude_later(self, record: RequestRecord) -> None:
+        """Conclude a request its serving task has left (see `stdio_wire`), in its span's context as `Serving`
+        does; the span ends whatever fails."""
+        ended = False
+        token = otel_context.attach(trace.set_span_in_context(record.span))
+        try:
+            ended = self.conclude(record)
+        finally:
+            otel_context.detach(token)
+            if not ended and record.ends_span:
+                try:
+                    record.span.end()
+                except Exception:
+                    fault(f"ending a {self.role} span")
 
     def record_duration(self, seconds: float, attributes: dict[str, Any]) -> None:
         """A point of this side's operation-duration histogram that no request's end records: a task's."""

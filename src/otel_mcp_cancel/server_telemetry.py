@@ -11,7 +11,7 @@ from opentelemetry.context import Context
 from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
-from otel_mcp_cancel import tool_registry
+from otel_mcp_cancel import stdio_wire, tool_registry
 from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping, request_fields, span_name
 from otel_mcp_cancel.conventions import (
     EVENT_CANCEL_RECEIVED,
@@ -84,6 +84,13 @@ class ServerTelemetry(RequestTelemetry):
         process ends now, before the SDK's own shutdown (or the plugin's flush) exports it."""
         with contained("ending tasks as the process exits"):
             self.tasks.process_ending()
+        with contained("concluding answers not yet written to stdout"):
+            stdio_wire.release_all()
+
+    def stop(self) -> None:
+        super().stop()
+        with contained("concluding answers not yet written to stdout"):
+            stdio_wire.release_all()
 
     def cancel_received(
         self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None
@@ -155,7 +162,9 @@ class ServerTelemetry(RequestTelemetry):
             record.span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
         if verdict.ghost_handler_outcome is not None and risk is not None:
             with contained("reporting a ghost"):
-                self.ghosts.report(record, verdict.ghost_handler_outcome, risk, record.span)
+                why = "its caller was gone (hung up, or closed its end of the pipe)" if record.caller_gone else (
+                    "the caller cancelled")
+                self.ghosts.report(record, verdict.ghost_handler_outcome, risk, record.span, why)
         if record.task_id is not None:  # most requests name no task
             try:
                 self.tasks.observe(record, verdict)

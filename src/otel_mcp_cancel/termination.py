@@ -20,6 +20,31 @@ from otel_mcp_cancel.flushing import Flusher
 FLUSH_SECONDS = 0.5  # well under the 1 s a process may take longer to die than it would have
 
 
+class Conclusions:
+    """Conclusions a SIGTERM lets finish first: of answers their callers may already hold (over stdio a request
+    is concluded once its answer's line is flushed). Cut short by the signal, on the thread the signal
+    interrupts, such a span would never end; the signal waits the few microseconds until the last one ends."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self._deferred: Callable[[], None] | None = None
+
+    def __enter__(self) -> None:
+        self.running += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.running -= 1
+        if self.running == 0 and self._deferred is not None:
+            deferred, self._deferred = self._deferred, None
+            deferred()
+
+    def defer(self, terminate: Callable[[], None]) -> None:
+        self._deferred = terminate
+
+
+CONCLUDING = Conclusions()
+
+
 class TerminationExport:
     def __init__(self, process_ending: Callable[[], None], flusher: Flusher) -> None:
         self._process_ending = process_ending
@@ -45,6 +70,12 @@ class TerminationExport:
 
     def _terminated(self, signum: int, frame: Any) -> None:
         signal.signal(signum, signal.SIG_DFL)
+        if CONCLUDING.running:
+            CONCLUDING.defer(lambda: self._terminate(signum))
+            return
+        self._terminate(signum)
+
+    def _terminate(self, signum: int) -> None:
         if self._exiting:  # the providers are being shut down, and export as they are: a flush finds them shut
             with contained("ending the process after its exit's grace"):
                 ending = threading.Timer(FLUSH_SECONDS, os.kill, (os.getpid(), signum))

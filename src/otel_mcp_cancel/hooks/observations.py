@@ -36,18 +36,26 @@ from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd, task_status
 from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
 from otel_mcp_cancel.session_telemetry import SessionRecord, note_destination
+from otel_mcp_cancel.stdio_wire import StdioWire
+from otel_mcp_cancel.termination import CONCLUDING
 
-# Set in the serving task's context when it calls `stdio_server`; handler tasks inherit it.
-stdio_transport: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "otel_mcp_cancel_stdio_transport", default=None
-)
+# Set in the serving task's context when it calls `stdio_server`; the transport's writer task and the handler
+# tasks inherit it.
+stdio_wire: contextvars.ContextVar[StdioWire | None] = contextvars.ContextVar("otel_mcp_cancel_stdio_wire",
+                                                                             default=None)
 
 
 def network_transport(message_metadata: object) -> str | None:
     """tcp when the message came over HTTP (it carries the HTTP request), pipe on stdio, else unknown."""
     if getattr(message_metadata, "request_context", None) is not None:
         return NETWORK_TRANSPORT_TCP
-    return stdio_transport.get()
+    return NETWORK_TRANSPORT_PIPE if stdio_wire.get() is not None else None
+
+
+def served_over(record: RequestRecord) -> None:
+    """A server's request that came over stdio is concluded as its answer's line is written (`stdio_wire`)."""
+    if record.network_transport == NETWORK_TRANSPORT_PIPE:
+        record.wire = stdio_wire.get()
 
 
 def http_peer(record: RequestRecord, message_metadata: object) -> None:
@@ -268,6 +276,9 @@ class FrameworkHooks(HookSet):
             Hook(f"{package}.prompts.base", "Prompt.render", self.user_function),
             # `stdio_server` is imported by name into other modules too; each binding is wrapped.
             *(Hook(module, "stdio_server", self.stdio_server) for module in stdio_bindings),
+            # What the stdio transport's writer task writes to stdout, and whether it got there.
+            Hook("anyio", "AsyncFile.write", self.stdout_write),
+            Hook("anyio", "AsyncFile.flush", self.stdout_flush),
         ]
 
     # Not coroutines: each returns the one to await, the framework's own when no request is being served, so
@@ -293,14 +304,34 @@ class FrameworkHooks(HookSet):
         stateless = args[4] if len(args) > 4 else kwargs.get("stateless", False)
         if not self.active or stateless:
             return await wrapped(*args, **kwargs)
-        over_stdio = stdio_transport.get() is not None
+        over_stdio = stdio_wire.get() is not None
         with self._telemetry.sessions.session(arg(args, kwargs, 0, "read_stream"), over_stdio):
             return await wrapped(*args, **kwargs)
 
     def stdio_server(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if self.active:
-            stdio_transport.set(NETWORK_TRANSPORT_PIPE)
+            with contained("following a stdio transport"):
+                stdio_wire.set(StdioWire())
         return wrapped(*args, **kwargs)
+
+    # Not coroutines: a file that is not a stdio transport's stdout is handed on as anyio's own coroutine. The
+    # transport's writer task runs in no request's context; a handler's task runs in its request's.
+    def stdout_write(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        wire = stdio_wire.get()
+        if wire is None or current_record.get() is not None or not self.active:
+            return wrapped(*args, **kwargs)
+        try:
+            followed = wire.writing(instance, arg(args, kwargs, 0, "b"))
+        except Exception:
+            fault("following an answer to stdout")
+            followed = False
+        return _written(wire, wrapped, args, kwargs, flushes=False) if followed else wrapped(*args, **kwargs)
+
+    def stdout_flush(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        wire = stdio_wire.get()
+        if wire is None or not wire.flushing(instance):
+            return wrapped(*args, **kwargs)
+        return _written(wire, wrapped, args, kwargs, flushes=True)
 
     async def request_stream_closing(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """Streamable HTTP: the stream a request's answer goes out on is closing. Before the answer was
@@ -315,6 +346,22 @@ class FrameworkHooks(HookSet):
                     LIVE.caller_gone_of(lambda record: getattr(record.session, "_write_stream", None) is stream
                                         and str(record.request_id) == wire_id)
         return await wrapped(*args, **kwargs)
+
+
+async def _written(wire: StdioWire, wrapped: Any, args: Any, kwargs: Any, *, flushes: bool) -> Any:
+    """A write (or the flush after it) of the stdio transport's writer: a failure means the caller's end is
+    closed (BrokenPipeError; ValueError once the file is closed)."""
+    try:
+        result = await wrapped(*args, **kwargs)
+    except (OSError, ValueError):
+        with CONCLUDING, contained("noting a caller's pipe closed"):
+            wire.broke()
+        raise
+    if flushes:
+        with CONCLUDING, contained("noting an answer written"):
+            wire.flushed()
+    return result
+
 
 class ClientHooks(HookSet):
     """What the sending side's hooks of both lines share: where a session's stream leads, its span, and how

@@ -36,6 +36,7 @@ from otel_mcp_cancel.hooks.observations import (
     is_tool_error,
     network_transport,
     note_result,
+    served_over,
     wire_params,
 )
 from otel_mcp_cancel.hooks.wrapping import Hook
@@ -137,6 +138,7 @@ class ServerHooksV1(FrameworkHooks):
         try:
             record.in_session = in_session = self._telemetry.sessions.of(session._read_stream)
             http_peer(record, message_metadata)
+            served_over(record)
         except Exception:
             in_session = None
             fault("reading a request's session and peer")

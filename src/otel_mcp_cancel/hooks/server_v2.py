@@ -39,7 +39,8 @@ from otel_mcp_cancel.hooks.observations import (
     network_transport,
     note_result,
     observed,
-    stdio_transport,
+    served_over,
+    stdio_wire,
 )
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
@@ -105,6 +106,7 @@ class ServerHooksV2(FrameworkHooks):
         try:
             record.in_session = self._telemetry.sessions.of(instance._read_stream)
             http_peer(record, dctx.message_metadata)
+            served_over(record)
         except Exception:
             fault("reading a request's session and peer")
         record.session = instance
@@ -262,7 +264,7 @@ class ServerHooksV2(FrameworkHooks):
     async def _serving_session(self, read_stream: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
         if not self.active or read_stream is None:
             return await wrapped(*args, **kwargs)
-        with self._telemetry.sessions.session(read_stream, stdio_transport.get() is not None):
+        with self._telemetry.sessions.session(read_stream, stdio_wire.get() is not None):
             return await wrapped(*args, **kwargs)
 
     async def _sdk_middleware(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
