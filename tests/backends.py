@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 import yaml
 
-from tests.subprocess_servers import free_port, stop_process, wait_for_port
+from tests.subprocess_servers import free_port, require, stop_process, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_COLLECTOR_CONFIG = ROOT / "collector-config" / "otelcol-contrib.yaml"
@@ -227,13 +226,6 @@ class Phoenix:
         url = f"{self.url}/v1/projects/{project}/spans?limit=1000"
         with urllib.request.urlopen(url, timeout=10) as response:
             return json.load(response)["data"]
-
-
-def require(what: str, found: Any, how: str) -> Any:
-    """`found`, or a skip saying how to get `what`; under CI (which installs it) a failure instead."""
-    if not found:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(f"{what} is missing: {how}")
-    return found
 
 
 def phoenix_command() -> str:

@@ -34,15 +34,16 @@ def instrumented_command(vault: Path, *transport: str, python: str = sys.executa
     return instrumented_script(GATED_SERVER, str(vault), *transport, python=python)
 
 
-def require_debian_binary(binary: str) -> str:
-    """The path of a program from Debian's package of that name; CI installs it, so there a missing one fails
-    instead of skipping."""
-    found = shutil.which(binary)
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{binary} is not installed; .ci/run installs Debian's package")
-        pytest.skip(f"{binary} is not installed (apt-get install {binary})")
+def require(what: str, found: Any, how: str) -> Any:
+    """`found`, or a skip saying how to get `what`; under CI (which installs it) a failure instead."""
+    if not found:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(f"{what} is missing: {how}")
     return found
+
+
+def require_debian_binary(binary: str) -> str:
+    """The path of a program from Debian's package of that name (.ci/run installs it)."""
+    return require(binary, shutil.which(binary), f"apt-get install {binary}")
 
 
 def send_line(process: subprocess.Popen, message: dict[str, Any]) -> None:

@@ -17,10 +17,10 @@ import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from examples.otlp_sink import exporter_environment
-from tests.backends import eventually, require, running_collector, running_jaeger, running_phoenix
+from tests.backends import eventually, running_collector, running_jaeger, running_phoenix
 from tests.prometheus_server import Prometheus
 from tests.raw_peer import RawPeer, raw_peer_over
-from tests.subprocess_servers import ghost_then_retry, instrumented_command
+from tests.subprocess_servers import ghost_then_retry, instrumented_command, require
 from tests.test_pipelines import ALERTS, alert_queries, dashboard_queries, documented_query, values
 
 # Phoenix migrates its database as it starts, and Chromium loads each page on a machine running two test
