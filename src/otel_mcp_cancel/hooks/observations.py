@@ -329,7 +329,7 @@ class FrameworkHooks(HookSet):
 
     def stdout_flush(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         wire = stdio_wire.get()
-        if wire is None or not wire.flushing(instance):
+        if wire is None or not self.active or not wire.flushing(instance):
             return wrapped(*args, **kwargs)
         return _written(wire, wrapped, args, kwargs, flushes=True)
 
