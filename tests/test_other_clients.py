@@ -1,8 +1,8 @@
 """Clients in other languages than Python against a server under the plugin: the TypeScript SDK's (what desktop
-hosts and IDEs are built on, tests/clients/ts_client.mjs) over stdio and streamable HTTP, and the Go SDK's
-(tests/clients/go, which opens with `server/discover`) over stdio. What the server's spans say of each call is
-compared with what the client saw. Skipped where node and the TypeScript SDK (`npm install` in tests/clients/)
-or Go are missing; under CI (which installs them) a failure instead."""
+hosts and IDEs are built on, tests/clients/ts_client.mjs) and the Go SDK's (tests/clients/go, which opens with
+`server/discover`), each over stdio and streamable HTTP. What the server's spans say of each call is compared
+with what the client saw. Skipped where node and the TypeScript SDK (`npm install` in tests/clients/) or Go are
+missing; under CI (which installs them) a failure instead."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ import shutil
 import subprocess
 import tempfile
 from collections import Counter
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from examples.otlp_sink import OtlpSink, exporter_environment
-from tests.backends import require
-from tests.subprocess_servers import HttpServer, instrumented_command
+from tests.subprocess_servers import HttpServer, instrumented_command, require
 from tests.support import MCP_MAJOR, until
 
 CLIENTS = Path(__file__).resolve().parent / "clients"
@@ -79,27 +80,41 @@ def called(sink: OtlpSink) -> Counter:
 CALLED = Counter(echo=1, broken=1, hang=2, shielded_write=2, wait_started=1, release=1)
 
 
-def check_the_servers_spans_against_what_the_client_saw(sink: OtlpSink, client: str, seen: dict[str, str]) -> None:
-    assert seen == SEEN
+def check_the_servers_spans_against_what_the_client_saw(
+    sink: OtlpSink, client: str, seen: dict[str, str], *, steps: dict[str, str] = SEEN,
+    reasons: set[str | None] | None = None
+) -> None:
+    """`steps`: what the client must have seen (the ghost and its retry among them, or not); `reasons`: the
+    cancel texts the server may have read, if not exactly those the client sends."""
+    assert seen == steps
     calls = {}
     for span in tools_calls(sink):
         calls.setdefault(span.attributes["gen_ai.tool.name"], []).append(span)
-    (echo,), (broken,) = calls["echo"], calls["broken"]
-    assert (echo.attributes["tool.outcome"], broken.attributes["tool.outcome"]) == ("ok", "failed")
+    (broken,) = calls["broken"]
+    echoes = 2 if seen.get("after_cancels") == "result" else 1
+    assert [span.attributes["tool.outcome"] for span in calls["echo"]] == ["ok"] * echoes
+    assert broken.attributes["tool.outcome"] == "failed"
     assert broken.attributes["error.type"] == "tool_error"
     # The abort and the client's own timeout: both cancelled, never failed, with what the client said why.
     hangs = calls["hang"]
     assert [span.attributes["tool.outcome"] for span in hangs] == ["cancelled", "cancelled"]
     assert all("error.type" not in span.attributes for span in hangs)
-    reasons = {attributes.get("tool.cancel_message") for span in hangs for name, attributes in span.events
-               if name == "tool.request_cancelled"}
-    assert reasons == CLIENT_PROGRAMS[client][1]
+    read = [attributes.get("tool.cancel_message") for span in hangs for name, attributes in span.events
+            if name == "tool.request_cancelled"]
+    assert len(read) == 2
+    if reasons is None:
+        assert set(read) == CLIENT_PROGRAMS[client][1]
+    else:
+        assert set(read) <= reasons
+    if "ghost" not in steps:
+        return
     # The ghost, and the retry the client made of a write it was told was cancelled.
-    ghost, retry = sorted(calls["shielded_write"], key=lambda span: span.start_ns)
-    assert {key: ghost.attributes.get(key) for key in ("tool.outcome", "tool.handler_outcome", "tool.ghost_risk")} \
+    ghost_span, retry = sorted(calls["shielded_write"], key=lambda span: span.start_ns)
+    assert {key: ghost_span.attributes.get(key) for key in ("tool.outcome", "tool.handler_outcome",
+                                                            "tool.ghost_risk")} \
         == {"tool.outcome": "cancelled", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
     assert (retry.attributes["tool.outcome"], retry.attributes["tool.retried_ghost_risk"]) == ("ok", "unsafe")
-    assert retry.links == [ghost.span_id]
+    assert retry.links == [ghost_span.span_id]
     # The client sends no trace context: each call's server span is the root of a trace of its own.
     assert {span.parent_span_id for span in tools_calls(sink)} == {""}
 
@@ -117,12 +132,32 @@ async def test_a_client_in_another_language_over_stdio(client: str, sink: OtlpSi
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("client", ["typescript"])  # the Go SDK's client over HTTP is not yet tested here
+@pytest.mark.parametrize("client", CLIENT_PROGRAMS)
 async def test_a_client_in_another_language_over_streamable_http(client: str, sink: OtlpSink, tmp_path: Path) -> None:
+    """The Go SDK's client speaks 2026-07-28 where the server does (mcp 2.x): each call is a request of its own
+    (the single-exchange entry), and a call is cancelled by closing its request: `cancelled`, with no text. It
+    also posts `notifications/cancelled`: mcp 2.1 and later acknowledge and drop it, and the client's next call
+    is served; mcp 2.0 refuses it (400), and the client closes itself. There, when the server noticed a caller
+    leave cannot be probed, so the ghost is not run. Against a server of sessions (mcp 1.x) it closes the call's
+    stream and posts the cancel: the server reads whichever comes first, so the text is there or not."""
     server = HttpServer(sink.endpoint, tmp_path, "streamable-http")
     try:
         seen = run_client(client, "http", str(tmp_path), f"http://127.0.0.1:{server.port}/mcp", environment={})
     finally:
         server.stop()
-    assert called(sink) == CALLED
-    check_the_servers_spans_against_what_the_client_saw(sink, client, seen)
+    single_exchange = {span.attributes.get("mcp.protocol.version") for span in tools_calls(sink)} == {"2026-07-28"}
+    if client == "typescript":
+        assert called(sink) == CALLED
+        check_the_servers_spans_against_what_the_client_saw(sink, client, seen)
+    elif single_exchange:
+        after = "result" if Version(version("mcp")) >= Version("2.1") else (
+            'error connection closed: calling "tools/call": client is closing: sending "notifications/cancelled": '
+            "Bad Request")  # mcp 2.0 refuses a notification posted to this entry (400), and the client closes
+        steps = {**{step: saw for step, saw in SEEN.items() if step not in ("ghost", "retry")},
+                 "after_cancels": after}
+        assert called(sink) == Counter(echo=1 + (after == "result"), broken=1, hang=2)
+        check_the_servers_spans_against_what_the_client_saw(sink, client, seen, steps=steps, reasons={None})
+    else:
+        assert called(sink) == CALLED
+        check_the_servers_spans_against_what_the_client_saw(
+            sink, client, seen, reasons={None, *CLIENT_PROGRAMS[client][1]})

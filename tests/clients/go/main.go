@@ -70,6 +70,15 @@ func main() {
 	seen["timeout"] = call(deadline, "hang", nil)
 	cancel()
 
+	// The 2026-07-28 single-exchange HTTP entry (mcp 2.x) drops a posted `notifications/cancelled`: a call is
+	// cancelled by closing its request, which the server notices at a time no probe can tell. No ghost there.
+	// The same client still serves the calls after its cancels.
+	if session.InitializeResult().ProtocolVersion == "2026-07-28" && transportName == "http" {
+		seen["after_cancels"] = call(ctx, "echo", map[string]any{"text": "again"})
+		finish(session, seen)
+		return
+	}
+
 	// A ghost: a write that cannot be interrupted has started, its caller gives up, then the write is let finish.
 	giveUp, abandon := context.WithCancel(ctx)
 	write := make(chan string)
@@ -88,7 +97,10 @@ func main() {
 	}
 	// The caller saw a cancel, and retries the write that already happened.
 	seen["retry"] = call(ctx, "shielded_write", map[string]any{"name": "g.md"})
+	finish(session, seen)
+}
 
+func finish(session *mcp.ClientSession, seen map[string]string) {
 	session.Close()
 	out, _ := json.Marshal(seen)
 	fmt.Println(string(out))
