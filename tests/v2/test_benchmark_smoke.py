@@ -1,15 +1,19 @@
-"""The benchmark works: every set-up runs and reports. It measures nothing here (CI is no bench)."""
+"""The benchmarks that need mcp 2.x's client work: every set-up runs and reports. They measure nothing here (CI is
+no bench)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench.py"
+LOAD = Path(__file__).resolve().parents[2] / "benchmarks" / "load.py"
 
 
 @pytest.mark.long
@@ -24,3 +28,22 @@ def test_the_benchmark_runs_every_set_up_in_smoke_mode() -> None:
     # The peer instrumentations are reported either way: measured, or why not.
     assert sum("(d)" in row for row in rows) == 4
     assert re.search(r"^\| 10 \| \d+\.\d{3} \| \d+\.\d{3} \| \d+\.\d{3} \|$", done.stdout, re.MULTILINE)
+
+
+@pytest.mark.long
+@pytest.mark.timeout(900)
+def test_the_load_benchmark_runs_every_mode_and_counts_every_workers_calls_in_smoke_mode() -> None:
+    """This line's server and, where CI gives one, an mcp 1.x environment's (MCP_PEER_PYTHON)."""
+    peer = os.environ.get("MCP_PEER_PYTHON")
+    mcp1 = ["--mcp1-python", peer] if peer else []
+    done = subprocess.run([sys.executable, str(LOAD), "--smoke", *mcp1], capture_output=True, text=True, timeout=800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    servers = [f"mcp {version('mcp')}", *(["mcp 1."] if peer else [])]
+    for server in servers:
+        for shape in ("stdio, 1 in flight", "stdio, 32 in flight", "http, 1 session(s)", "http, 32 session(s)"):
+            for mode in ("plain", "sdk", "plugin", "floor"):
+                assert re.search(rf"^\| {re.escape(server)}[\d.]* \| {re.escape(shape)} \| {mode} \| \d+ \| \d+ \| "
+                                 r"\d+\.\d\d \| \d+\.\d\d \| \d+\.\d\d \| \d+\.\d\d \| \d+\.\d\d \|$",
+                                 done.stdout, re.MULTILINE), (server, shape, mode, done.stdout)
+        assert re.search(rf"^{re.escape(server)}[\d.]*: uvicorn --workers 2, 32 sessions: 40 calls in .*; delivered 40 "
+                         r"spans and 40 duration points from 2 worker\(s\)$", done.stdout, re.MULTILINE), done.stdout
