@@ -79,14 +79,20 @@ class Serving:
                 else:
                     ended = telemetry.conclude(record)
         finally:
-            if not ended and record.ends_span:  # whatever failed above, the span still ends
-                try:
-                    record.span.end()
-                except Exception:
-                    fault(f"ending a {telemetry.role} span")
+            if not ended:  # whatever failed above, the span still ends
+                _end_span(telemetry, record)
             otel_context.detach(self._context_token)
             if self._record_token is not None:
                 telemetry.current.reset(self._record_token)
+
+
+def _end_span(telemetry: RequestTelemetry, record: RequestRecord) -> None:
+    """End the span of a request whose conclusion failed, if it is ours to end."""
+    if record.ends_span:
+        try:
+            record.span.end()
+        except Exception:
+            fault(f"ending a {telemetry.role} span")
 
 
 def _held_by_wire(telemetry: RequestTelemetry, record: RequestRecord) -> bool:
@@ -309,11 +315,8 @@ class RequestTelemetry:
             ended = self.conclude(record)
         finally:
             otel_context.detach(token)
-            if not ended and record.ends_span:
-                try:
-                    record.span.end()
-                except Exception:
-                    fault(f"ending a {self.role} span")
+            if not ended:
+                _end_span(self, record)
 
     def record_duration(self, seconds: float, attributes: dict[str, Any]) -> None:
         """A point of this side's operation-duration histogram that no request's end records: a task's."""
