@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 from examples.otlp_sink import OtlpSink, exporter_environment  # noqa: E402
-from tests.subprocess_servers import free_port, wait_for_port  # noqa: E402
+from tests.subprocess_servers import free_port, uvicorn_workers_command, wait_for_port  # noqa: E402
 
 MODES = ("plain", "sdk", "plugin", "floor")
 IN_FLIGHT = (1, 32)
@@ -187,11 +187,8 @@ def uvicorn_workers(python: str, calls: int) -> str:
     port = free_port()
     environment = {**os.environ, **exporter_environment(sink.endpoint), "OTEL_BSP_SCHEDULE_DELAY": "60000",
                    "OTEL_METRIC_EXPORT_INTERVAL": "60000", "OTEL_PYTHON_LOG_LEVEL": "error"}
-    command = [str(Path(python).with_name("opentelemetry-instrument")), python, "-m", "uvicorn",
-               "tests.workers_app:app", "--workers", "2", "--host", "127.0.0.1", "--port", str(port),
-               "--log-level", "warning"]
-    server = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(uvicorn_workers_command(port, python=python), cwd=ROOT, env=environment,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, server)
         started = time.perf_counter()

@@ -34,6 +34,12 @@ def instrumented_command(vault: Path, *transport: str, python: str = sys.executa
     return instrumented_script(GATED_SERVER, str(vault), *transport, python=python)
 
 
+def uvicorn_workers_command(port: int, workers: int = 2, python: str = sys.executable) -> list[str]:
+    """`uvicorn tests.workers_app:app --workers N` under `opentelemetry-instrument` (run it from the checkout)."""
+    return [str(Path(python).with_name("opentelemetry-instrument")), python, "-m", "uvicorn", "tests.workers_app:app",
+            "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+
+
 def require(what: str, found: Any, how: str) -> Any:
     """`found`, or a skip saying how to get `what`; under CI (which installs it) a failure instead."""
     if not found:

@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +27,13 @@ import pytest
 from packaging.version import Version
 
 from examples.otlp_sink import OtlpSink, exporter_environment
-from tests.subprocess_servers import free_port, instrumented_command, send_line, wait_for_port
+from tests.subprocess_servers import (
+    free_port,
+    instrumented_command,
+    send_line,
+    uvicorn_workers_command,
+    wait_for_port,
+)
 from tests.support import until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,9 +226,8 @@ async def test_every_uvicorn_worker_exports_every_call_when_the_supervisor_stops
     from tests.subprocess_servers import http_streams
 
     port = free_port()
-    command = [str(Path(sys.executable).with_name("opentelemetry-instrument")), sys.executable, "-m", "uvicorn",
-               "tests.workers_app:app", "--workers", "2", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(command, cwd=ROOT, env=server_environment(sink.endpoint, "10", plugin=True),
+    process = subprocess.Popen(uvicorn_workers_command(port), cwd=ROOT,
+                               env=server_environment(sink.endpoint, "10", plugin=True),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     clients, calls_each = 8, 10
     try:

@@ -103,16 +103,18 @@ class StdioWire:
         being written; every request of this transport still in flight lost its caller."""
         self.broken = True
         LIVE.caller_gone_of(lambda record: record.wire is self)
-        held, self._held = self._held, {}
-        for record, conclude in held.values():
-            record.note_undelivered()
-            conclude(record)
+        self._conclude_held(undelivered=True)
 
     def release(self) -> None:
         """No more lines will be written (the process ends, or uninstrument() ran): what waits concludes on
         what its answer said."""
+        self._conclude_held(undelivered=False)
+
+    def _conclude_held(self, *, undelivered: bool) -> None:
         held, self._held = self._held, {}
         for record, conclude in held.values():
+            if undelivered:
+                record.note_undelivered()
             conclude(record)
 
 
