@@ -103,6 +103,35 @@ def sync_write(name: str) -> str:
     return f"wrote {name}"
 
 
+def _write_when_let_go(name: str, gate: str) -> str:
+    """A write in a worker thread, let go by the thread gate, or (`gate`: a FIFO's path) by a test that opens the
+    FIFO and closes it: a write that can be let go after the server's stdin has closed."""
+    anyio.from_thread.run_sync(started.set)
+    if gate:
+        with open(gate) as fifo:  # blocks until the test opens the other end
+            fifo.read()
+    else:
+        release_thread.wait(60)
+    (vault / name).write_text("written")
+    return f"wrote {name}"
+
+
+@server.tool()
+async def threaded_write(name: str, gate: str = "") -> str:
+    """Blocking work handed to a worker thread, which nothing interrupts, on every line and framework."""
+    return await anyio.to_thread.run_sync(_write_when_let_go, name, gate)
+
+
+@server.tool()
+def process_state() -> str:
+    """A test's probe: what this serving process has for SIGTERM and for anyio's file methods."""
+    import json
+    import signal
+
+    return json.dumps({"sigterm": str(signal.getsignal(signal.SIGTERM)),
+                       "anyio": [type(vars(anyio.AsyncFile)[name]).__name__ for name in ("write", "flush")]})
+
+
 @server.tool()
 async def wait_started() -> str:
     await started.wait()

@@ -1,12 +1,14 @@
 """A server under the plugin is never slower to exit than under the OpenTelemetry SDK alone, by more than 1 s,
 when its OTLP endpoint is down: a closed port, a socket that accepts and never answers, an HTTP server that
-answers 503 with Retry-After. Each path where the plugin acts as a process ends: a stdio caller's hang-up, after
-which the server exits by itself (the exit hook, then the SDK's shutdown); SIGTERM to a stdio server still
-serving (the SDK's stdio client's terminate, FastMCP 2.x's forced stop); SIGTERM to a server uvicorn runs
-(a supervisor's stop). Each is timed in the same test with the plugin and with it disabled, the gated server
-then recording a span and a point of its own so that the SDK holds spans and points in both (what the SDK
-charges for exporting them is its own). The exporters' timeout is short, so their retries' jittered back-off never runs
-and the times compared are the processes', not the dice's. And with the endpoint up, a SIGTERM loses nothing."""
+answers 503 with Retry-After. Each way a server is stopped: a stdio caller's hang-up, after which the server
+exits by itself (the exit hook, then the SDK's shutdown); SIGTERM to a stdio server still serving (the plugin
+installs no handler: it dies as it would have); SIGTERM to a server uvicorn runs (a supervisor's stop: the plugin
+exports as the app's session manager stops, for at most half a second, before uvicorn re-raises the signal).
+Each is timed in the same test with the plugin and with it disabled, the gated server then recording a span and
+a point of its own so that the SDK holds spans and points in both (what the SDK charges for exporting them is
+its own). The exporters' timeout is short, so their retries' jittered back-off never runs and the times compared
+are the processes', not the dice's. And with the endpoint up, a server stopped as its host or its supervisor
+stops it loses nothing."""
 
 from __future__ import annotations
 
@@ -195,13 +197,18 @@ def test_the_exit_with_the_endpoint_down_takes_at_most_a_second_more_than_the_sd
 
 
 @pytest.mark.anyio
-async def test_a_sigterm_with_the_endpoint_up_loses_no_span_and_no_point(sink: OtlpSink, tmp_path: Path) -> None:
-    """The SDK's schedules would export in a minute; SIGTERM comes first, and the plugin's export before the
-    signal kills the process delivers every call."""
+async def test_a_stdio_server_stopped_as_its_host_stops_it_loses_no_span_and_no_point(
+    sink: OtlpSink, tmp_path: Path
+) -> None:
+    """The SDK's schedules would export in a minute; the host closes stdin, and sends SIGTERM if the server is
+    still running 2 s later (the SDK's stdio client does): every call is delivered either way."""
     process = stdio_server_after_calls(tmp_path, server_environment(sink.endpoint, "10", plugin=True))
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=30)
-    assert process.returncode == -signal.SIGTERM  # killed by the signal, as it would have been
+    process.stdin.close()
+    try:
+        process.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
     calls = [span for span in sink.server_spans("otel_mcp_cancel")
              if span.attributes["mcp.method.name"] == "tools/call"]
     assert len(calls) == CALLS
@@ -219,7 +226,8 @@ async def test_every_uvicorn_worker_exports_every_call_when_the_supervisor_stops
     sink: OtlpSink, tmp_path: Path
 ) -> None:
     """`uvicorn --workers 2` stopped with SIGTERM: each worker stops gracefully and re-raises the signal, which
-    would kill it before any exit hook; the plugin's export before it delivers every call's span and point."""
+    kills it before any exit hook; the plugin's export as the app's session manager stops (the end of the
+    lifespan, before the signal is re-raised) delivers every call's span and point."""
     import anyio
 
     from tests.raw_peer import raw_peer_over

@@ -496,15 +496,17 @@ async def test_a_server_stopped_with_its_tasks_kept_in_redis_reports_no_ghost(si
 
 
 async def test_a_task_still_working_as_the_process_exits_is_failed_by_the_exit(captured, plugin_log) -> None:
-    """The exit hook the instrumentor registers (run here as the interpreter would run it): the task's span
-    ends failed, stopped by the process's end, with no ghost; the work's later end changes nothing."""
+    """The exit hook the plugin registers as a server serves (run here as the interpreter would run it): the
+    task's span ends failed, stopped by the process's end, with no ghost; the work's later end changes nothing."""
     from otel_mcp_cancel import McpCancelInstrumentor
 
     app = TaskServer()
     async with Client(app.server) as client:
         await call_tool_task(client, "commit", {"path": "a.md"})
         await app.started.wait()
-        McpCancelInstrumentor()._at_exit()
+        exit_hook = McpCancelInstrumentor()._telemetry["server"]._exit_hook
+        assert exit_hook is not None
+        exit_hook()
         span = await task_ended(captured, "commit")
         app.release.set()
         await until(lambda: app.side_effects == ["a.md"])

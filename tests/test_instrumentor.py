@@ -119,9 +119,11 @@ async def test_uninstrument_restores_every_hook() -> None:
         assert sorted(s.name for s in request_spans(SDK_SCOPE)) == ["tools/call broken", "tools/call echo"]
 
 
-def test_one_exit_hook_while_instrumented_and_none_after(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hook that ends the tasks a process holds as it exits: registered once, whatever instrument()
-    is called again, and unregistered by uninstrument() (the registry itself is the interpreter's)."""
+@pytest.mark.anyio
+async def test_no_exit_hook_until_a_server_serves_then_one_and_none_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook that ends what a serving process holds as it exits: none at instrument(), one once a server
+    serves, whatever is instrumented or served again, and unregistered by uninstrument() (the registry itself
+    is the interpreter's)."""
     calls: list[tuple[str, object]] = []
     for name in ("register", "unregister"):
         real = getattr(atexit, name)
@@ -129,9 +131,14 @@ def test_one_exit_hook_while_instrumented_and_none_after(monkeypatch: pytest.Mon
     instrumentor = McpCancelInstrumentor()
     instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
     instrumentor.instrument(tracer_provider=TRACER_PROVIDER)
-    hook = instrumentor._at_exit
-    instrumentor.uninstrument()
-    assert hook is not None and calls == [("register", hook), ("unregister", hook)]
+    assert calls == []
+    try:
+        await two_calls()
+        await two_calls()
+    finally:
+        instrumentor.uninstrument()
+    (registered, hook), unregistered = calls
+    assert (registered, unregistered) == ("register", ("unregister", hook))
 
 
 @pytest.mark.anyio
@@ -255,32 +262,26 @@ def test_an_import_after_uninstrument_hooks_nothing() -> None:
     assert lines == ["False", "False"]
 
 
-SIGTERM_PROBE = PROBE + """
-import os, signal
-def sigterm():
-    handler = signal.getsignal(signal.SIGTERM)
-    return "default" if handler is signal.SIG_DFL else getattr(handler, "__module__", None) or "other"
+# What a process has that the plugin must not change before a server serves: SIGTERM's handler, its threads,
+# its exit hooks.
+PROCESS_STATE = """
+import atexit, signal, threading
+def state():
+    default = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    print(f"sigterm-default={default} threads={threading.active_count()} atexit={atexit._ncallbacks()}")
 """
+IMPORTS_EVERY_SIDE = "import mcp, mcp.server.stdio, mcp.client.session, mcp.client.stdio\n"
 
 
-def test_sigterm_is_handled_only_over_the_default_and_restored_by_uninstrument() -> None:
-    lines = run_python(SIGTERM_PROBE + (
-        "McpCancelInstrumentor().instrument()\n"
-        "print(sigterm())\n"
-        "McpCancelInstrumentor().uninstrument()\n"
-        "print(sigterm())\n"
-        "def own(signum, frame): pass\n"
-        "signal.signal(signal.SIGTERM, own)\n"
-        "McpCancelInstrumentor().instrument()\n"
-        "print(sigterm())\n"
-        "McpCancelInstrumentor().uninstrument()\n"
-        "print(sigterm())\n"
-        "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
-        "os.environ['OTEL_PYTHON_MCP_CANCEL_SIGTERM_EXPORT'] = 'off'\n"
-        "McpCancelInstrumentor().instrument()\n"
-        "print(sigterm())\n"
-    ))
-    assert lines == ["otel_mcp_cancel.termination", "default", "__main__", "__main__", "default"]
+def test_instrumenting_and_importing_mcp_leave_sigterm_threads_and_exit_hooks_as_they_were() -> None:
+    """No signal handler, thread or exit hook until a server serves: instrumented, with every side of mcp
+    imported, a process has what the same process has without the plugin; and uninstrument() changes nothing."""
+    alone = run_python(PROCESS_STATE + IMPORTS_EVERY_SIDE + "state()\n")
+    instrumented = run_python(PROCESS_STATE + PROBE + (
+        "McpCancelInstrumentor().instrument()\n" + IMPORTS_EVERY_SIDE + "print(hooked())\nstate()\n"
+        "McpCancelInstrumentor().uninstrument()\nstate()\n"))
+    assert alone[0] == "sigterm-default=True"
+    assert instrumented == ["True", *alone, *alone]
 
 
 def test_a_failure_while_hooking_in_never_breaks_the_applications_import() -> None:

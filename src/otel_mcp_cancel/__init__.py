@@ -14,7 +14,6 @@ or, with no code change, `opentelemetry-instrument python server.py` (entry poin
 
 from __future__ import annotations
 
-import atexit
 import importlib.metadata
 import importlib.util
 import logging
@@ -36,7 +35,6 @@ from otel_mcp_cancel.environment_variables import (
     OTEL_PYTHON_MCP_CANCEL_FINGERPRINT_KEY,
     OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
     OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
-    OTEL_PYTHON_MCP_CANCEL_SIGTERM_EXPORT,
 )
 from otel_mcp_cancel.ghosts import GhostStats, ghost_stats
 from otel_mcp_cancel.package import TASKS_EXTENSION, _instruments, _instruments_fastmcp_any
@@ -56,8 +54,6 @@ class McpCancelInstrumentor(BaseInstrumentor):
 
     _hook_sets: list[Any] = []
     _applied: list[Any] = []
-    _at_exit: Callable[[], None] | None = None
-    _termination: Any = None
     _telemetry: dict[str, Any] | None = None
     _generation = 0  # each instrument() its own: an import hook left from an earlier one does nothing
 
@@ -72,17 +68,8 @@ class McpCancelInstrumentor(BaseInstrumentor):
             return
         import wrapt
 
-        from otel_mcp_cancel.flushing import Flusher
-        from otel_mcp_cancel.termination import TerminationExport
-
         self._generation += 1
         self._options = kwargs
-        # Now, from the main thread that runs instrument() (opentelemetry-instrument's, as the process starts),
-        # before a server (uvicorn) sets its own handler and, stopping, puts back the one it found.
-        if _choice(OTEL_PYTHON_MCP_CANCEL_SIGTERM_EXPORT, ("on", "off")) == "on":
-            flusher = Flusher(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
-            self._termination = TerminationExport(self._process_ending, flusher)
-            self._termination.install()
         self._hook_sets, self._applied = [], []
         by_trigger: dict[str, list[tuple[str, Callable[[Any], Any]]]] = {}
         for side, make, trigger in hook_makers:
@@ -133,14 +120,12 @@ class McpCancelInstrumentor(BaseInstrumentor):
             user_hooks=UserHooks(kwargs.get("request_hook"), kwargs.get("response_hook")),
             recording=Recording(tracer, meter),
             tracer_provider=kwargs.get("tracer_provider"),
+            meter_provider=kwargs.get("meter_provider"),
         )
         self._telemetry = {
             SERVER: ServerTelemetry(tracer, instruments, RecentCalls(_retry_window()), options, _fingerprints()),
             CLIENT: ClientTelemetry(tracer, instruments, options, RecentCalls(_retry_window())),
         }
-        # Registered after the providers were made (and their own exit hooks, which export, registered): runs first.
-        self._at_exit = self._exiting
-        atexit.register(self._at_exit)
         return self._telemetry
 
     def _uninstrument(self, **kwargs: Any) -> None:
@@ -150,21 +135,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
         for hook_set in self._hook_sets:
             hook_set.stop()
         wrapping.remove(self._applied)
-        if self._at_exit is not None:
-            atexit.unregister(self._at_exit)
-        if self._termination is not None:
-            self._termination.remove()
-        self._hook_sets, self._applied, self._at_exit, self._telemetry, self._termination = [], [], None, None, None
-
-    def _exiting(self) -> None:
-        if self._termination is not None:
-            self._termination.exit_started()
-        self._process_ending()
-
-    def _process_ending(self) -> None:
-        telemetry = self._telemetry  # None until a hooked package was imported: then nothing is open
-        if telemetry is not None:
-            telemetry[SERVER].process_ending()
+        self._hook_sets, self._applied, self._telemetry = [], [], None
 
 
 SERVER, CLIENT = "server", "client"

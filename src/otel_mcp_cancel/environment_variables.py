@@ -26,11 +26,6 @@ OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL = "OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL
 Off by default because it changes what goes on the wire, and an uninstrumented 1.x server whose handler
 finishes after a cancel ends its session (SDK issue #2416)."""
 
-OTEL_PYTHON_MCP_CANCEL_SIGTERM_EXPORT = "OTEL_PYTHON_MCP_CANCEL_SIGTERM_EXPORT"
-"""`on` (default): where the process leaves SIGTERM to its default action (which kills it before any exit
-hook), a SIGTERM first ends the task spans still open and exports what the providers hold, for at most half
-a second, then kills the process as before. A handler the application sets is left alone. `off`: SIGTERM is
-not touched. Read when `instrument()` runs, which must be on the main thread for the handler to be set."""
 
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The GenAI instrumentations' shared opt-in. `true`: tools/call spans (server and client) carry

@@ -49,3 +49,16 @@ def fault(activity: str) -> None:
         logger.error(
             "otel_mcp_cancel: %s failed; the MCP request itself is unaffected", activity, exc_info=sys.exc_info()
         )
+
+
+_lost: set[str] = set()
+
+
+def lost(capability: str, consequence: str) -> None:
+    """The installed library no longer offers what the plugin observes `capability` by (a target missing, or of
+    another shape): one WARNING a capability, naming what is then reported otherwise; the rest keeps working."""
+    with _lock:
+        first = capability not in _lost
+        _lost.add(capability)
+    if first:
+        logger.warning("otel_mcp_cancel: %s cannot be observed on this release; %s", capability, consequence)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from opentelemetry import trace
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import bounded, camel_case, tool_arguments
@@ -36,12 +36,13 @@ from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
 logger = logging.getLogger("otel_mcp_cancel")
 
 _GHOST_METRIC_KEYS = frozenset({MCP_METHOD_NAME, GEN_AI_TOOL_NAME})
-_RETRY_METRIC_KEYS = frozenset({GEN_AI_TOOL_NAME})
+_TOOL_KEYS = frozenset({GEN_AI_TOOL_NAME})
 
 
 class GhostReporter:
-    def __init__(self, instruments: Instruments, retries: RecentCalls,
+    def __init__(self, tracer: Tracer, instruments: Instruments, retries: RecentCalls,
                  fingerprints: CallFingerprints | None = None) -> None:
+        self._tracer = tracer
         self._instruments = instruments
         self.retries = retries
         self.fingerprints = fingerprints  # None: no key was given
@@ -58,6 +59,21 @@ class GhostReporter:
         risk = self.mark(record, span, handler_outcome)
         with contained("reporting a ghost"):
             self.report(record, handler_outcome, risk, span, why)
+
+    def after_conclusion(self, record: RequestRecord, handler_outcome: str, why: str) -> None:
+        """A ghost of a request whose span had already ended (concluded as its caller left, its handler running
+        on): marked on a span of its own, a child of the request's, that names the call and carries the ghost's
+        attributes and event; reported (counted, its WARNING in that span's context) and remembered there. It
+        has no `mcp.method.name` and no `tool.outcome`: it is not a second call, and is counted as none."""
+        attributes: dict = _metric_attributes(record, _TOOL_KEYS)
+        if record.request_id is not None:
+            attributes[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
+        span = self._tracer.start_span(EVENT_GHOST_SUPPRESSED, context=trace.set_span_in_context(record.span),
+                                       kind=SpanKind.INTERNAL, attributes=attributes)
+        try:
+            self.ghost(record, span, handler_outcome, why)
+        finally:
+            span.end()
 
     def mark(self, record: RequestRecord, span: Span, handler_outcome: str) -> str:
         """Put a ghost of `record`'s call on `span` (its own, or its task's); returns the ghost's risk."""
@@ -118,7 +134,7 @@ class GhostReporter:
             record.span.add_link(retried.span_context)
             record.span.set_attribute(TOOL_RETRIED_GHOST_RISK, retried.label)
             record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_RETRIED_GHOST_RISK: retried.label})
-            attributes = _metric_attributes(record, _RETRY_METRIC_KEYS)
+            attributes = _metric_attributes(record, _TOOL_KEYS)
             self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.label})
 
     def _risk(self, record: RequestRecord) -> str:

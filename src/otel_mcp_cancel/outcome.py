@@ -185,10 +185,16 @@ def classify(
         )
     acknowledged = answer is not None and answer.kind is AnswerKind.CANCEL_ACK
     if cancelled or acknowledged:
-        ghost = handler.handler_outcome if handler is not None and handler.completed else None
         return Verdict(OUTCOME_CANCELLED, error_type=ERROR_TYPE_TIMEOUT if timed_out and cancelled else None,
-                       span_error=cancelled_is_error, ghost_handler_outcome=ghost)
+                       span_error=cancelled_is_error, ghost_handler_outcome=suppressed(handler))
     return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=UNANSWERED_DESCRIPTION)
+
+
+def suppressed(handler: HandlerEnd | None) -> str | None:
+    """The handler outcome of a cancelled request's handler that ran to its end anyway, its answer reaching
+    nobody: a ghost. None while the handler runs or when it was interrupted. Asked as a cancelled request is
+    concluded, and again as the handler of one concluded before it ended (its caller hung up) ends."""
+    return handler.handler_outcome if handler is not None and handler.completed else None
 
 
 def task_status(status: object) -> str:
@@ -227,8 +233,7 @@ def classify_task(
         return Verdict(OUTCOME_FAILED, error_type=ERROR_TYPE_TOOL_ERROR, span_error=True, description=description,
                        task_status=status)
     if status == TASK_CANCELLED:
-        ghost = work.handler_outcome if work is not None and work.completed else None
-        return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=ghost,
+        return Verdict(OUTCOME_CANCELLED, span_error=cancelled_is_error, ghost_handler_outcome=suppressed(work),
                        task_status=status)
     if gave_up == GAVE_UP_CONNECTION_LOST:
         return Verdict(OUTCOME_FAILED, error_type=ERROR_TYPE_CONNECTION_CLOSED, span_error=True,
@@ -247,7 +252,7 @@ def undelivered_ghost(status: str | None, work: HandlerEnd | None, outcome_seen:
     if status not in (TASK_COMPLETED, TASK_FAILED) or outcome_seen:
         return None
     if work is not None:
-        return work.handler_outcome if work.completed else None
+        return suppressed(work)
     return OUTCOME_OK if status == TASK_COMPLETED else OUTCOME_FAILED
 
 

@@ -52,6 +52,9 @@ class RequestRecord:
     result: Any = None  # the answer's result as the hook saw it; recorded only if content capture is on
     cancelled: bool = False
     caller_gone: bool = False  # its caller's stream ended before any answer was written: none written later reaches it
+    # Concluded as its caller left, while its handler ran on (a stdio server about to be stopped): its handler's
+    # end, if it comes, is reported after (`ServerTelemetry.handler_ended_late`).
+    concluded_early: bool = False
     cancel_reason: str | None = None
     cancel_time_ns: int | None = None
     answer_writing: bool = False  # its answer's write began (mcp 1.x: the write's failure ends its handling)
@@ -192,16 +195,21 @@ class LiveRequests:
         record.note_cancel(reason, now)
         return record
 
-    def callers_gone(self, session: object) -> None:
-        """The stream of `session` (a request's `session`) ended: its requests still in flight lost their caller."""
-        self.caller_gone_of(lambda record: record.session is session)
+    def callers_gone(self, session: object) -> list[RequestRecord]:
+        """The stream of `session` (a request's `session`) ended: its requests still in flight lost their caller.
+        Returns those that had no answer yet."""
+        return self.caller_gone_of(lambda record: record.session is session)
 
-    def caller_gone_of(self, matches: Callable[[RequestRecord], bool]) -> None:
-        """The caller of each request in flight that `matches` hung up."""
+    def caller_gone_of(self, matches: Callable[[RequestRecord], bool]) -> list[RequestRecord]:
+        """The caller of each request in flight that `matches` hung up; returns those that had no answer yet."""
         in_flight = list(self._records.values())  # one copy, made in C: another loop may add or discard meanwhile
+        gone = []
         for record in in_flight:
             if matches(record):
                 record.note_caller_gone()
+                if record.caller_gone:
+                    gone.append(record)
+        return gone
 
     def _drop_early(self, key_id: int, _ref: object) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.metrics import Histogram
+from opentelemetry.metrics import Histogram, MeterProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from otel_mcp_cancel.attributes import (
@@ -72,8 +72,11 @@ class Serving:
         telemetry, record = self._telemetry, self._record
         ended = False
         try:
+            if record.concluded_early:  # its caller left while it ran: concluded then
+                ended = True
+                telemetry.handler_ended_late(record)
             # In flight across uninstrument(), its answer unseen: no verdict rather than a wrong one.
-            if not telemetry.stopped or record.answer is not None or record.cancelled:
+            elif not telemetry.stopped or record.answer is not None or record.cancelled:
                 if record.wire is not None and _held_by_wire(telemetry, record):
                     ended = True  # its stdout concludes it once its answer's line is written, or fails to be
                 else:
@@ -124,6 +127,7 @@ class SpanOptions(NamedTuple):
     user_hooks: UserHooks
     recording: Recording  # whether the providers given (or the global ones) record anything
     tracer_provider: TracerProvider | None = None  # the one given to instrument(); None: the global one
+    meter_provider: MeterProvider | None = None  # likewise
 
 
 class RequestTelemetry:
@@ -317,6 +321,9 @@ class RequestTelemetry:
             otel_context.detach(token)
             if not ended:
                 _end_span(self, record)
+
+    def handler_ended_late(self, record: RequestRecord) -> None:
+        """The handler of a request concluded as its caller left has ended."""
 
     def record_duration(self, seconds: float, attributes: dict[str, Any]) -> None:
         """A point of this side's operation-duration histogram that no request's end records: a task's."""

@@ -3,6 +3,7 @@ call names, and the ghosts and retries its requests show (reported through `ghos
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,15 +24,18 @@ from otel_mcp_cancel.conventions import (
     TOOL_CANCELLED_REQUEST_ID,
 )
 from otel_mcp_cancel.faults import contained, fault
+from otel_mcp_cancel.flushing import Delivery, Flusher
 from otel_mcp_cancel.ghost_reporting import GhostReporter, called_tool
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.liveness import instrumentation_enabled
-from otel_mcp_cancel.outcome import AnswerKind, Verdict
+from otel_mcp_cancel.outcome import AnswerKind, Verdict, suppressed
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
 from otel_mcp_cancel.session_telemetry import SessionRecord, SessionTelemetry, note_request
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
+
+CALLER_GONE = "its caller was gone (hung up, or closed its end of the pipe)"  # why a ghost's answer reached nobody
 
 
 def parent_context(fields: Mapping[str, Any] | None) -> Context | None:
@@ -63,7 +67,9 @@ class ServerTelemetry(RequestTelemetry):
         fingerprints: CallFingerprints | None = None,
     ) -> None:
         super().__init__(tracer, instruments.server_operation_duration, current_record, options)
-        self.ghosts = GhostReporter(instruments, retries, fingerprints)
+        self.ghosts = GhostReporter(tracer, instruments, retries, fingerprints)
+        self.delivery = Delivery(Flusher(options.tracer_provider, options.meter_provider))
+        self._exit_hook: Callable[[], None] | None = None  # registered once a server serves
         # Frameworks' own registries, for a call whose tool never ran: (low-level server, name) -> its tool or None.
         self.registries: list[Callable[[Any, str], Any]] = []
         self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=self.ghosts)
@@ -71,17 +77,48 @@ class ServerTelemetry(RequestTelemetry):
         self.on_task_answer = self.tasks.answered
         self.served_targets: set[str] = set()
 
-    def hung_up(self, session: SessionRecord | None) -> None:
-        """A session's caller hung up (its incoming stream ended), while the session may serve on (the SDK's
-        task group waits for task work; FastMCP 2.14 keeps serving): for its tasks, it has ended. Over stdio,
-        that caller was the process's only one, and every task's result is out of reach."""
-        if session is None:
+    def serving(self) -> None:
+        """A server starts serving (a session, a stdio transport, an HTTP app's session manager): from now on,
+        and not before, the process's exit ends what waits here before the SDK's own shutdown exports."""
+        if self._exit_hook is None and not self.stopped:
+            self._exit_hook = self.process_ending
+            atexit.register(self._exit_hook)  # after the providers' own exit hooks, which export: runs first
+
+    def serving_ended(self) -> None:
+        """An HTTP app's session manager stopped (its lifespan ended): a uvicorn worker is killed next by the
+        signal it stopped on, before any exit hook."""
+        self.delivery.at_boundary()
+
+    def hung_up(self, session: SessionRecord | None, gone: list[RequestRecord], over_stdio: bool) -> None:
+        """A session's caller hung up (its incoming stream ended), with `gone` still in flight and unanswered,
+        while the session may serve on (the SDK's task group waits for task work and for handlers it cannot
+        interrupt; FastMCP 2.14 keeps serving): for its tasks, it has ended. Over stdio, that caller was the
+        process's only one, every task's result is out of reach, and the host kills the process soon (the
+        SDK's client 2 s later): each call in flight is concluded now, as its caller gave up, and what is concluded
+        is exported before then unless the process exits first."""
+        if session is not None:
+            self.tasks.session_ended(session, every_task=session.over_stdio)
+        if not over_stdio:
             return
-        self.tasks.session_ended(session, every_task=session.over_stdio)
+        for record in gone:
+            if not record.concluded_early:
+                record.concluded_early = True
+                self.conclude_later(record)
+        self.delivery.before_kill()
+
+    def handler_ended_late(self, record: RequestRecord) -> None:
+        """Its caller left and it was concluded cancelled while its handler ran on; the handler has now ended,
+        and if it ran to its end its answer reached nobody: a ghost, on a span of its own under the request's."""
+        with contained("reporting a ghost"):
+            ghost = suppressed(record.handler)
+            if ghost is not None:
+                self.ghosts.after_conclusion(record, ghost, CALLER_GONE)
+                self.delivery.before_kill()
 
     def process_ending(self) -> None:
-        """The process is exiting, or a signal is about to end it: what waits for a caller or for work in this
-        process ends now, before the SDK's own shutdown (or the plugin's flush) exports it."""
+        """The process is exiting: what waits for a caller or for work in this process ends now, before the SDK's
+        own shutdown exports it."""
+        self.delivery.exiting()
         with contained("ending tasks as the process exits"):
             self.tasks.process_ending()
         with contained("concluding answers not yet written to stdout"):
@@ -89,6 +126,10 @@ class ServerTelemetry(RequestTelemetry):
 
     def stop(self) -> None:
         super().stop()
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
+        self.delivery.exiting()
         with contained("concluding answers not yet written to stdout"):
             stdio_wire.release_all()
 
@@ -162,8 +203,7 @@ class ServerTelemetry(RequestTelemetry):
             record.span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
         if verdict.ghost_handler_outcome is not None and risk is not None:
             with contained("reporting a ghost"):
-                why = "its caller was gone (hung up, or closed its end of the pipe)" if record.caller_gone else (
-                    "the caller cancelled")
+                why = CALLER_GONE if record.caller_gone else "the caller cancelled"
                 self.ghosts.report(record, verdict.ghost_handler_outcome, risk, record.span, why)
         if record.task_id is not None:  # most requests name no task
             try:

@@ -6,20 +6,29 @@ the writer has taken its answer. The write can still fail after that: the caller
 over is concluded when the writer has flushed that answer's line (what the answer says, as anywhere) or
 failed to (its caller is gone: cancelled, and a ghost if its handler had finished). The writer's messages
 are told apart by the request id at the head of the line, as both SDK lines write it.
+
+Only the transport's own stdout is followed (`follow`: that one file object's write and flush, for as long as
+the transport runs), never a class. A request waits for its line only once this transport's lines have been
+recognised as answers (a writer that changed its form is never waited for), and never longer than
+MAX_HELD_SECONDS, nor behind more than MAX_HELD others: past either bound it is concluded on what its answer
+said.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
+from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.request_state import LIVE, RequestRecord
 
 # Both SDK lines write an answer as `{"jsonrpc":"2.0","id":<id>,"result"|"error":...}`.
 _ANSWER_HEAD = '{"jsonrpc":"2.0","id":'
-_MESSAGE_HEAD = '{"jsonrpc"'
 _ANSWER_BODIES = (',"result"', ',"error"')
 _ID_DECODER = json.JSONDecoder()
 NOT_AN_ANSWER = object()  # a request, a notification, a line not in that form (an id may be null)
@@ -27,6 +36,10 @@ NOT_AN_ANSWER = object()  # a request, a notification, a line not in that form (
 # Ids whose line was flushed before their request asked to be held (the writer ran ahead of the handler's
 # task): asked for once, soon after. Bounded: an answer no record asks for (a request not traced) is forgotten.
 _WRITTEN_REMEMBERED = 64
+# How many answers may wait for their lines at once, and for how long after they were handed over: a flush
+# follows its write at once, so only a line the wire failed to recognise waits this long.
+MAX_HELD = 64
+MAX_HELD_SECONDS = 1.0
 
 Conclude = Callable[[RequestRecord], None]
 
@@ -49,11 +62,12 @@ class StdioWire:
     a write failed. Used on the transport's event loop only."""
 
     def __init__(self) -> None:
-        self._held: dict[object, tuple[RequestRecord, Conclude]] = {}
+        self._held: OrderedDict[object, tuple[RequestRecord, Conclude, float]] = OrderedDict()
         self._written: OrderedDict[object, None] = OrderedDict()
-        self._file: object = None  # the file the writer writes to, learned from its first message
         self._writing: object = NOT_AN_ANSWER  # the id of the answer whose line is being written
+        self.recognised = False  # a line of this transport was read as an answer: answers may wait for theirs
         self.broken = False
+        self._expiry_armed = False
         _WIRES.add(self)
 
     def holds(self, record: RequestRecord, conclude: Conclude) -> bool:
@@ -68,28 +82,28 @@ class StdioWire:
         if self.broken:
             record.note_undelivered()
             return False
+        if not self.recognised:
+            return False
         earlier = self._held.pop(request_id, None)
         if earlier is not None:  # a peer reused an id: the earlier answer was handed over first
             earlier[1](earlier[0])
-        self._held[request_id] = (record, conclude)
+        self._held[request_id] = (record, conclude, time.monotonic())
+        while len(self._held) > MAX_HELD:
+            oldest, oldest_conclude, _ = self._held.popitem(last=False)[1]
+            oldest_conclude(oldest)
+        self._arm_expiry()
         return True
 
-    def writing(self, file: object, line: object) -> bool:
-        """The writer is writing `line` to `file`: whether it is the transport's message (followed to its flush)."""
-        if type(line) is not str or not line.startswith(_MESSAGE_HEAD):
-            return False
-        self._file = file
+    def writing(self, line: object) -> None:
+        """The writer is writing `line`."""
         self._writing = answered_id(line)
-        return True
-
-    def flushing(self, file: object) -> bool:
-        return file is self._file and self._file is not None
 
     def flushed(self) -> None:
         """The line being written reached the pipe."""
         request_id, self._writing = self._writing, NOT_AN_ANSWER
         if request_id is NOT_AN_ANSWER:
             return
+        self.recognised = True
         held = self._held.pop(request_id, None)
         if held is not None:
             held[1](held[0])
@@ -106,13 +120,41 @@ class StdioWire:
         self._conclude_held(undelivered=True)
 
     def release(self) -> None:
-        """No more lines will be written (the process ends, or uninstrument() ran): what waits concludes on
-        what its answer said."""
+        """No more lines will be written (the transport ended, the process ends, or uninstrument() ran): what
+        waits concludes on what its answer said."""
         self._conclude_held(undelivered=False)
 
+    def expire(self, now: float) -> None:
+        """Conclude, on what its answer said, each answer handed over MAX_HELD_SECONDS or more before `now`."""
+        while self._held:
+            request_id, (record, conclude, handed_over) = next(iter(self._held.items()))
+            if now - handed_over < MAX_HELD_SECONDS:
+                return
+            del self._held[request_id]
+            conclude(record)
+
+    def _arm_expiry(self) -> None:
+        """One timer at a time on the transport's event loop (asyncio's; under another loop, the transport's end
+        concludes what waits)."""
+        if self._expiry_armed:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        loop.call_later(MAX_HELD_SECONDS, self._expiry_due)
+        self._expiry_armed = True
+
+    def _expiry_due(self) -> None:
+        self._expiry_armed = False
+        with contained("concluding answers whose lines were not seen"):
+            self.expire(time.monotonic())
+            if self._held:
+                self._arm_expiry()
+
     def _conclude_held(self, *, undelivered: bool) -> None:
-        held, self._held = self._held, {}
-        for record, conclude in held.values():
+        held, self._held = self._held, OrderedDict()
+        for record, conclude, _ in held.values():
             if undelivered:
                 record.note_undelivered()
             conclude(record)
@@ -124,3 +166,42 @@ _WIRES: weakref.WeakSet[StdioWire] = weakref.WeakSet()
 def release_all() -> None:
     for wire in list(_WIRES):
         wire.release()
+
+
+def follow(stdout: Any, wire: StdioWire) -> Callable[[], None]:
+    """Follow what a stdio transport's writer writes to `stdout`, its own file object: that object's `write` and
+    `flush` are observed, its class and every other file untouched. Returns what stops following it. A failure
+    of either (BrokenPipeError; ValueError once the file is closed) means the caller's end is closed."""
+    write, flush = stdout.write, stdout.flush
+
+    async def followed_write(line: Any, *args: Any, **kwargs: Any) -> Any:
+        with contained("following an answer to stdout"):
+            wire.writing(line)
+        try:
+            return await write(line, *args, **kwargs)
+        except (OSError, ValueError):
+            with contained("noting a caller's pipe closed"):
+                wire.broke()
+            raise
+
+    async def followed_flush(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = await flush(*args, **kwargs)
+        except (OSError, ValueError):
+            with contained("noting a caller's pipe closed"):
+                wire.broke()
+            raise
+        with contained("noting an answer written"):
+            wire.flushed()
+        return result
+
+    stdout.write, stdout.flush = followed_write, followed_flush
+
+    def stop() -> None:
+        own = vars(stdout)
+        if own.get("write") is followed_write:
+            del stdout.write
+        if own.get("flush") is followed_flush:
+            del stdout.flush
+
+    return stop

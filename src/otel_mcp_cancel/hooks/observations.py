@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import anyio
+import wrapt
 
 from otel_mcp_cancel.attributes import (
     bounded,
@@ -30,14 +31,13 @@ from otel_mcp_cancel.conventions import (
     NETWORK_TRANSPORT_TCP,
     TOOLS_CALL,
 )
-from otel_mcp_cancel.faults import contained, fault
+from otel_mcp_cancel.faults import contained, fault, lost
 from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd, task_status
 from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
 from otel_mcp_cancel.session_telemetry import SessionRecord, note_destination
-from otel_mcp_cancel.stdio_wire import StdioWire
-from otel_mcp_cancel.termination import CONCLUDING
+from otel_mcp_cancel.stdio_wire import StdioWire, follow
 
 # Set in the serving task's context when it calls `stdio_server`; the transport's writer task and the handler
 # tasks inherit it.
@@ -276,9 +276,8 @@ class FrameworkHooks(HookSet):
             Hook(f"{package}.prompts.base", "Prompt.render", self.user_function),
             # `stdio_server` is imported by name into other modules too; each binding is wrapped.
             *(Hook(module, "stdio_server", self.stdio_server) for module in stdio_bindings),
-            # What the stdio transport's writer task writes to stdout, and whether it got there.
-            Hook("anyio", "AsyncFile.write", self.stdout_write),
-            Hook("anyio", "AsyncFile.flush", self.stdout_flush),
+            # A streamable HTTP app's sessions, served from its lifespan: its end is where a worker stops.
+            Hook("mcp.server.streamable_http_manager", "StreamableHTTPSessionManager.run", self.http_serving),
         ]
 
     # Not coroutines: each returns the one to await, the framework's own when no request is being served, so
@@ -305,33 +304,49 @@ class FrameworkHooks(HookSet):
         if not self.active or stateless:
             return await wrapped(*args, **kwargs)
         over_stdio = stdio_wire.get() is not None
+        self._telemetry.serving()
         with self._telemetry.sessions.session(arg(args, kwargs, 0, "read_stream"), over_stdio):
             return await wrapped(*args, **kwargs)
 
     def stdio_server(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        if self.active:
-            with contained("following a stdio transport"):
-                stdio_wire.set(StdioWire())
-        return wrapped(*args, **kwargs)
+        """The SDK's stdio transport, handed back as it is: while it runs, its requests are served over a pipe
+        whose answers are followed to its own stdout."""
+        transport = wrapped(*args, **kwargs)
+        if not self.active or type(transport) is ObservedContext:  # a binding wrapped twice: once is enough
+            return transport
+        with contained("following a stdio transport"):
+            wire = StdioWire()
+            stdio_wire.set(wire)  # in the serving task's context: the writer and the handlers inherit it
+            self._telemetry.serving()
+            unfollow: list[Callable[[], None]] = []
 
-    # Not coroutines: a file that is not a stdio transport's stdout is handed on as anyio's own coroutine. The
-    # transport's writer task runs in no request's context; a handler's task runs in its request's.
-    def stdout_write(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        wire = stdio_wire.get()
-        if wire is None or current_record.get() is not None or not self.active:
-            return wrapped(*args, **kwargs)
-        try:
-            followed = wire.writing(instance, arg(args, kwargs, 0, "b"))
-        except Exception:
-            fault("following an answer to stdout")
-            followed = False
-        return _written(wire, wrapped, args, kwargs, flushes=False) if followed else wrapped(*args, **kwargs)
+            def entered(manager: Any) -> None:
+                stdout = _transport_stdout(manager)
+                if stdout is None:
+                    lost("a failed write to a stdio server's stdout", "its calls are concluded as their answers "
+                         "are handed to the transport, and a call whose answer never reached its caller reads as "
+                         "that answer said")
+                else:
+                    unfollow.append(follow(stdout, wire))
 
-    def stdout_flush(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        wire = stdio_wire.get()
-        if wire is None or not self.active or not wire.flushing(instance):
-            return wrapped(*args, **kwargs)
-        return _written(wire, wrapped, args, kwargs, flushes=True)
+            def left() -> None:
+                for stop in unfollow:
+                    stop()
+                wire.release()
+
+            return ObservedContext(transport, entered, left)
+        return transport
+
+    def http_serving(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """A streamable HTTP app's session manager runs (its lifespan); as it stops, what is concluded is
+        exported: uvicorn re-raises the signal it stopped on next, which kills the process before any exit hook."""
+        manager = wrapped(*args, **kwargs)
+        if not self.active:
+            return manager
+        with contained("following a streamable HTTP app"):
+            self._telemetry.serving()
+            return ObservedContext(manager, lambda _: None, self._telemetry.serving_ended)
+        return manager
 
     async def request_stream_closing(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """Streamable HTTP: the stream a request's answer goes out on is closing. Before the answer was
@@ -348,19 +363,34 @@ class FrameworkHooks(HookSet):
         return await wrapped(*args, **kwargs)
 
 
-async def _written(wire: StdioWire, wrapped: Any, args: Any, kwargs: Any, *, flushes: bool) -> Any:
-    """A write (or the flush after it) of the stdio transport's writer: a failure means the caller's end is
-    closed (BrokenPipeError; ValueError once the file is closed)."""
-    try:
-        result = await wrapped(*args, **kwargs)
-    except (OSError, ValueError):
-        with CONCLUDING, contained("noting a caller's pipe closed"):
-            wire.broke()
-        raise
-    if flushes:
-        with CONCLUDING, contained("noting an answer written"):
-            wire.flushed()
-    return result
+class ObservedContext(wrapt.ObjectProxy):  # type: ignore[misc]
+    """One of the library's async context managers, handed back as it is, with the plugin told once it has been
+    entered (`entered(manager)`) and once it has been left (`left()`)."""
+
+    def __init__(self, manager: Any, entered: Callable[[Any], None], left: Callable[[], None]) -> None:
+        super().__init__(manager)
+        self._self_entered, self._self_left = entered, left
+
+    async def __aenter__(self) -> Any:
+        value = await self.__wrapped__.__aenter__()
+        with contained("observing a transport start"):
+            self._self_entered(self.__wrapped__)
+        return value
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(*exc_info)
+        finally:
+            with contained("observing a transport end"):
+                self._self_left()
+
+
+def _transport_stdout(manager: Any) -> Any:
+    """The stdout file object the SDK's entered `stdio_server` writes to (a local of its suspended generator,
+    on both lines), or None."""
+    frame = getattr(getattr(manager, "gen", None), "ag_frame", None)
+    stdout = frame.f_locals.get("stdout") if frame is not None else None
+    return stdout if callable(getattr(stdout, "write", None)) and callable(getattr(stdout, "flush", None)) else None
 
 
 class ClientHooks(HookSet):

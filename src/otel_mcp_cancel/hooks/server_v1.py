@@ -37,6 +37,7 @@ from otel_mcp_cancel.hooks.observations import (
     network_transport,
     note_result,
     served_over,
+    stdio_wire,
     wire_params,
 )
 from otel_mcp_cancel.hooks.wrapping import Hook
@@ -233,8 +234,9 @@ class ServerHooksV1(FrameworkHooks):
         ended = await wrapped(*args, **kwargs)
         if self.active:
             with contained("noting callers gone"):
-                LIVE.callers_gone(instance)
-                self._telemetry.hung_up(self._telemetry.sessions.of(instance._read_stream))
+                gone = LIVE.callers_gone(instance)
+                over_stdio = stdio_wire.get() is not None
+                self._telemetry.hung_up(self._telemetry.sessions.of(instance._read_stream), gone, over_stdio)
         return ended
 
     async def _cancel(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

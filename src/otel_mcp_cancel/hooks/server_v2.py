@@ -139,8 +139,9 @@ class ServerHooksV2(FrameworkHooks):
         the interrupted ones with -32000 into the closed connection): its callers are gone."""
         if self.active:
             with contained("noting callers gone"):
-                LIVE.callers_gone(instance)
-                self._telemetry.hung_up(self._telemetry.sessions.of(instance._read_stream))
+                gone = LIVE.callers_gone(instance)
+                over_stdio = stdio_wire.get() is not None
+                self._telemetry.hung_up(self._telemetry.sessions.of(instance._read_stream), gone, over_stdio)
         return wrapped(*args, **kwargs)
 
     def _answering(self, args: Any, kwargs: Any) -> RequestRecord | None:
@@ -264,6 +265,7 @@ class ServerHooksV2(FrameworkHooks):
     async def _serving_session(self, read_stream: Any, wrapped: Any, args: Any, kwargs: Any) -> Any:
         if not self.active or read_stream is None:
             return await wrapped(*args, **kwargs)
+        self._telemetry.serving()
         with self._telemetry.sessions.session(read_stream, stdio_wire.get() is not None):
             return await wrapped(*args, **kwargs)
 

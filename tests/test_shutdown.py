@@ -1,0 +1,182 @@
+"""A stdio server stopped the way MCP hosts stop one (the SDK's client, the TypeScript SDK's): its stdin closed,
+then SIGTERM 2 s later if it is still running. The call in flight when its caller left is concluded then, as
+`cancelled`, and exported before the signal kills the process: a sync tool in a worker thread, blocking work an
+async tool hands to a thread, and an async tool, on the SDK's server and standalone FastMCP, on each line. A
+handler that ends after that is a ghost on a span of its own under the call's, counted, with its WARNING in that
+span's trace. And the serving process keeps SIGTERM at its default and anyio's classes as they are.
+
+Ordered by events, not time: the test waits for what the receiver got before it sends the signal the host would
+send, and asserts the process was still running (killed, not exited) where its handler cannot be interrupted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from examples.otlp_sink import OtlpSink, ReceivedSpan, exporter_environment
+from tests.frameworks import FASTMCP_MAJOR
+from tests.subprocess_servers import instrumented_command, send_line
+from tests.support import GHOST_LINE_PREFIX, MCP_MAJOR, until
+
+pytestmark = pytest.mark.anyio
+
+SCOPE = "otel_mcp_cancel"
+# The gated server's framework: the SDK's own (MCPServer on 2.x, FastMCP on 1.x), and standalone FastMCP here.
+FRAMEWORKS = ["sdk", *(["fastmcp"] if FASTMCP_MAJOR is not None else [])]
+# Where a `def` tool runs in a worker thread (elsewhere on the event loop, which it blocks).
+SYNC_TOOLS_IN_THREAD = {"sdk": MCP_MAJOR == 2, "fastmcp": FASTMCP_MAJOR is not None and FASTMCP_MAJOR >= 3}
+TOOLS = {
+    "sync tool in a worker thread": "sync_write",
+    "async tool handing blocking work to a thread": "threaded_write",
+    "async tool": "slow",
+}
+
+
+def start(tmp_path: Path, sink: OtlpSink, framework: str) -> subprocess.Popen:
+    """The gated server over stdio under `opentelemetry-instrument`, exporting traces, metrics and logs to the sink,
+    after its `initialize`."""
+    environment = {**os.environ, **exporter_environment(sink.endpoint), "OTEL_LOGS_EXPORTER": "otlp_proto_http",
+                   "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true",
+                   # Nothing exported on a schedule during the test: only what the plugin delivers, or the exit.
+                   "OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_METRIC_EXPORT_INTERVAL": "60000",
+                   "OTEL_BLRP_SCHEDULE_DELAY": "60000"}
+    if framework == "fastmcp":
+        environment["GATED_FRAMEWORK"] = "fastmcp"
+    process = subprocess.Popen(instrumented_command(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, env=environment, text=True)
+    send_line(process, {"id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "host", "version": "0"}}})
+    assert json.loads(process.stdout.readline())["id"] == 0
+    send_line(process, {"method": "notifications/initialized"})
+    return process
+
+
+def call(process: subprocess.Popen, request_id: int, tool: str, arguments: dict) -> dict:
+    send_line(process, {"id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+    answer = json.loads(process.stdout.readline())
+    assert answer["id"] == request_id, answer
+    return answer
+
+
+def start_call_and_hang_up(process: subprocess.Popen, tool: str, arguments: dict) -> None:
+    """Call `tool` (request 1), wait until its handler runs, then close the server's stdin as a host does."""
+    send_line(process, {"id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+    call(process, 2, "wait_started", {})
+    process.stdin.close()
+
+
+def the_call(sink: OtlpSink, tool: str) -> list[ReceivedSpan]:
+    return [span for span in sink.server_spans(SCOPE) if span.name == f"tools/call {tool}"]
+
+
+def tool_points(sink: OtlpSink, tool: str) -> dict[str, float]:
+    return {point.attributes["tool.outcome"]: point.value for point in sink.latest_points(
+        "mcp.server.operation.duration") if point.attributes.get("gen_ai.tool.name") == tool}
+
+
+def assert_cancelled_as_its_caller_left(span: ReceivedSpan) -> None:
+    assert span.attributes["tool.outcome"] == "cancelled"
+    assert span.attributes["jsonrpc.request.id"] == "1"
+    assert "tool.handler_outcome" not in span.attributes and "error.type" not in span.attributes
+    assert span.status == "UNSET"
+    assert [name for name, _ in span.events] == ["tool.request_cancelled"]
+
+
+def kill_as_the_host_does(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("case", TOOLS)
+async def test_the_call_in_flight_when_the_host_stops_the_server_is_exported_as_cancelled(
+    sink: OtlpSink, tmp_path: Path, framework: str, case: str
+) -> None:
+    tool = TOOLS[case]
+    if tool == "sync_write" and not SYNC_TOOLS_IN_THREAD[framework]:
+        pytest.skip(f"{framework} runs `def` tools on the event loop here: no stdin is read until they return")
+    process = start(tmp_path, sink, framework)
+    try:
+        start_call_and_hang_up(process, tool, {"text": "x"} if tool == "slow" else {"name": "never.md"})
+        await until(lambda: the_call(sink, tool) != [] and tool_points(sink, tool) != {})
+        # A handler nothing interrupts keeps the process alive: only the host's SIGTERM ends it, after this.
+        uninterruptible = tool != "slow" or MCP_MAJOR == 1  # 1.x lets its handlers run on when the caller leaves
+        if uninterruptible:
+            assert process.poll() is None
+        kill_as_the_host_does(process)
+    finally:
+        process.kill()
+    (span,) = the_call(sink, tool)
+    assert_cancelled_as_its_caller_left(span)
+    assert tool_points(sink, tool) == {"cancelled": 1}
+    assert not (tmp_path / "never.md").exists()
+    if uninterruptible:
+        assert process.returncode == -signal.SIGTERM  # killed, as the host kills it: what was exported is all
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+async def test_a_handler_that_finishes_after_its_caller_left_is_a_ghost_under_the_call(
+    sink: OtlpSink, tmp_path: Path, framework: str
+) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    process = start(tmp_path, sink, framework)
+    try:
+        start_call_and_hang_up(process, "threaded_write", {"name": "g.md", "gate": str(gate)})
+        await until(lambda: the_call(sink, "threaded_write") != [])
+        gate.write_text("go")  # the worker thread reads it, writes g.md and returns: the answer reaches nobody
+        await until(lambda: any(span.name == "tool.ghost_response" for span in sink.spans))
+        await until(lambda: sink.latest_points("tool.ghost_responses") != []
+                    and any(log.body.startswith(GHOST_LINE_PREFIX) for log in sink.logs))
+        if process.poll() is None:
+            kill_as_the_host_does(process)
+    finally:
+        process.kill()
+    assert (tmp_path / "g.md").read_text() == "written"
+    (span,) = the_call(sink, "threaded_write")
+    assert_cancelled_as_its_caller_left(span)
+    (ghost,) = [span for span in sink.spans if span.name == "tool.ghost_response"]
+    assert (ghost.scope, ghost.kind, ghost.trace_id, ghost.parent_span_id) == (
+        SCOPE, "INTERNAL", span.trace_id, span.span_id)
+    facts = {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}
+    assert ghost.attributes == {"gen_ai.tool.name": "threaded_write", "jsonrpc.request.id": "1", **facts}
+    assert ghost.events == [("tool.ghost_response", facts)]
+    (counted,) = sink.latest_points("tool.ghost_responses")
+    assert (counted.attributes, counted.value) == ({"mcp.method.name": "tools/call",
+                                                   "gen_ai.tool.name": "threaded_write", **facts}, 1)
+    (line,) = [log for log in sink.logs if log.body.startswith(GHOST_LINE_PREFIX)]
+    assert (line.severity_text, line.trace_id, line.span_id) == ("WARN", span.trace_id, ghost.span_id)
+    assert "tool 'threaded_write'" in line.body and "request id 1" in line.body and "caller was gone" in line.body
+    # Still one call: its span, and its one duration point.
+    assert tool_points(sink, "threaded_write") == {"cancelled": 1}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+async def test_a_serving_stdio_server_keeps_sigterm_at_its_default_and_anyios_classes_unwrapped(
+    sink: OtlpSink, tmp_path: Path, framework: str
+) -> None:
+    process = start(tmp_path, sink, framework)
+    try:
+        answer = call(process, 1, "process_state", {})
+        process.stdin.close()
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    state = answer["result"].get("structuredContent", {}).get("result") or answer["result"]["content"][0]["text"]
+    assert json.loads(state) == {"sigterm": str(signal.SIG_DFL), "anyio": ["function", "function"]}
+
+
+def test_a_process_that_never_imports_mcp_keeps_sigterm_at_its_default(sink: OtlpSink) -> None:
+    """Under `opentelemetry-instrument`, in an environment that has mcp and the plugin."""
+    import sys
+
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("opentelemetry-instrument")), sys.executable, "-c",
+         "import signal, sys; print(signal.getsignal(signal.SIGTERM), 'mcp' in sys.modules)"],
+        env={**os.environ, **exporter_environment(sink.endpoint)}, capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == [str(signal.SIG_DFL), "False"], done.stderr[-2000:]
