@@ -54,14 +54,16 @@ async def uninstrumented_answers() -> list[tuple[bool, str]]:
     return await traffic()
 
 
+def fault_lines(records: list[logging.LogRecord]) -> list[logging.LogRecord]:
+    return [r for r in records if r.name == "otel_mcp_cancel" and faults.FAULT_ATTRIBUTE in r.__dict__]
+
+
 @pytest.fixture
-def plugin_errors(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
-    """The error lines this plugin logged, sorted (each kind is logged once per process: start afresh)."""
-    monkeypatch.setattr(faults, "_reported", set())
-    caplog.set_level(logging.ERROR)
-    return lambda: sorted(
-        r.getMessage() for r in caplog.records if r.name == "otel_mcp_cancel" and r.levelno >= logging.ERROR
-    )
+def plugin_errors(caplog: pytest.LogCaptureFixture) -> Callable[[], list[str]]:
+    """The fault lines this plugin logged, sorted (each kind is logged once a minute at most: start afresh)."""
+    faults.reset()
+    caplog.set_level(logging.WARNING)
+    return lambda: sorted(r.getMessage() for r in fault_lines(caplog.records))
 
 
 def failed(*activities: str) -> list[str]:
@@ -258,3 +260,36 @@ async def test_uninstrument_in_the_middle_of_traffic(plugin_errors) -> None:
     assert "after" not in traced or traced["after"].instrumentation_scope.name != "otel_mcp_cancel"
     assert len(LIVE) == 0
     assert plugin_errors() == []
+
+
+def test_a_fault_that_persists_is_logged_again_once_a_minute_with_the_count_since(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first with its traceback, at WARNING; then one line a minute at most, counting the faults since the
+    last line; uninstrument()'s reset makes the next one a first again."""
+    now = [1000.0]
+    monkeypatch.setattr(faults.time, "monotonic", lambda: now[0])
+    faults.reset()
+    caplog.set_level(logging.WARNING)
+
+    def fails(times: int) -> None:
+        for _ in range(times):
+            with faults.contained("exporting a span"):
+                raise RuntimeError("collector is down")
+
+    fails(5)
+    now[0] += faults.REPEAT_SECONDS - 1
+    fails(3)
+    now[0] += 1
+    fails(1)
+    fails(2)
+    faults.reset()
+    fails(1)
+    lines = fault_lines(caplog.records)
+    assert [(r.levelno, r.getMessage(), r.exc_info is not None) for r in lines] == [
+        (logging.WARNING, "otel_mcp_cancel: exporting a span failed; the MCP request itself is unaffected", True),
+        (logging.WARNING, "otel_mcp_cancel: exporting a span failed 8 more times since it was last logged; the MCP "
+                          "requests themselves are unaffected", False),
+        (logging.WARNING, "otel_mcp_cancel: exporting a span failed; the MCP request itself is unaffected", True),
+    ]
+    assert {r.__dict__[faults.FAULT_ATTRIBUTE] for r in lines} == {"exporting a span"}

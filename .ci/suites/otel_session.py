@@ -8,7 +8,8 @@ OTEL_MCP_SUITE_MODE says what the whole session runs under:
 - `plugin-global`: otel-mcp-cancel instrumenting the whole session with the global tracer provider, whichever
   the suite sets (FastMCP's telemetry tests set theirs and read our spans beside FastMCP's from it), and an
   SDK meter provider of its own (so the plugin is active from the first test).
-Every fault line the plugin logs (an ERROR on logger `otel_mcp_cancel`) is appended to OTEL_MCP_SUITE_FAULTS,
+Every fault line the plugin logs (a WARNING on logger `otel_mcp_cancel` with the log attribute
+`otel_mcp_cancel.fault`) is appended to OTEL_MCP_SUITE_FAULTS,
 and each test's outcome to OTEL_MCP_SUITE_RESULTS.
 """
 
@@ -45,7 +46,8 @@ def pytest_configure(config: object) -> None:
         providers["tracer_provider"] = tracer_provider
 
     faults = logging.FileHandler(os.environ["OTEL_MCP_SUITE_FAULTS"], encoding="utf-8")
-    faults.setLevel(logging.ERROR)
+    faults.setLevel(logging.WARNING)
+    faults.addFilter(lambda record: "otel_mcp_cancel.fault" in record.__dict__)
     faults.setFormatter(logging.Formatter("%(message)s"))
     logging.getLogger("otel_mcp_cancel").addHandler(faults)
     McpCancelInstrumentor().instrument(**providers)

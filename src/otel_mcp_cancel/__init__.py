@@ -14,6 +14,7 @@ or, with no code change, `opentelemetry-instrument python server.py` (entry poin
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import logging
@@ -22,11 +23,12 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 from opentelemetry.metrics import get_meter
 from opentelemetry.trace import get_tracer
 from packaging.requirements import Requirement
 
+from otel_mcp_cancel import faults, tool_registry
 from otel_mcp_cancel.conventions import SCHEMA_URL
 from otel_mcp_cancel.environment_variables import (
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
@@ -36,13 +38,14 @@ from otel_mcp_cancel.environment_variables import (
     OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
     OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
 )
-from otel_mcp_cancel.ghosts import GhostStats, ghost_stats
+from otel_mcp_cancel.ghosts import LEDGER, GhostStats, ghost_stats
 from otel_mcp_cancel.package import TASKS_EXTENSION, _instruments, _instruments_fastmcp_any
+from otel_mcp_cancel.user_hooks import McpRequestInfo, McpResponseInfo
 from otel_mcp_cancel.version import __version__
 
 logger = logging.getLogger("otel_mcp_cancel")
 
-__all__ = ["GhostStats", "McpCancelInstrumentor", "__version__", "ghost_stats"]
+__all__ = ["GhostStats", "McpCancelInstrumentor", "McpRequestInfo", "McpResponseInfo", "__version__", "ghost_stats"]
 
 
 class McpCancelInstrumentor(BaseInstrumentor):
@@ -75,9 +78,10 @@ class McpCancelInstrumentor(BaseInstrumentor):
         for side, make, trigger in hook_makers:
             by_trigger.setdefault(trigger, []).append((side, make))
         for trigger, makers in by_trigger.items():
-            wrapt.register_post_import_hook(
-                lambda module, makers=makers, generation=self._generation: self._hook_in(makers, generation),
-                trigger)
+            wrapt.register_post_import_hook(functools.partial(self._imported, makers, self._generation), trigger)
+
+    def _imported(self, makers: list[tuple[str, Callable[[Any], Any]]], generation: int, module: object) -> None:
+        self._hook_in(makers, generation)
 
     def _hook_in(self, makers: list[tuple[str, Callable[[Any], Any]]], generation: int) -> None:
         """The package these hook sets hook was imported: make and apply them. Run inside the application's
@@ -136,6 +140,10 @@ class McpCancelInstrumentor(BaseInstrumentor):
             hook_set.stop()
         wrapping.remove(self._applied)
         self._hook_sets, self._applied, self._telemetry = [], [], None
+        # What this instrumentation learned and counted goes with it; what is still in flight drains by itself.
+        faults.reset()
+        LEDGER.reset()
+        tool_registry.reset()
 
 
 SERVER, CLIENT = "server", "client"

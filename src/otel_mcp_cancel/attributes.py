@@ -7,7 +7,7 @@ import json
 import re
 import traceback
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from otel_mcp_cancel.conventions import (
     ERROR_TYPE,
@@ -72,11 +72,11 @@ def _is_mapping_type(kind: type) -> bool:
     return issubclass(kind, Mapping)
 
 
-def is_mapping(value: object) -> bool:
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     """`isinstance(value, Mapping)`, asked of the ABC once per type: it runs on every request, for dicts
     and models alike. Where a dict is what usually comes, callers ask `type(value) is dict` first: a call
     saved on every request."""
-    return _is_mapping_type(type(value))
+    return _is_mapping_type(type(value))  # type: ignore[arg-type]  # a type is hashable; mypy reads it as object
 
 
 def bounded(value: object) -> str:
@@ -91,13 +91,13 @@ def model_field(model: object, name: str) -> Any:
     values = getattr(model, "__dict__", None)
     if values is not None and name in values:
         return values[name]
-    extra = getattr(model, "__pydantic_extra__", _ABSENT)
+    extra: Any = getattr(model, "__pydantic_extra__", _ABSENT)
     if extra is not _ABSENT:
         return extra.get(name) if extra else None
     return getattr(model, name, None)
 
 
-def model_values(message: object) -> dict[str, Any] | None:
+def model_values(message: Any) -> dict[str, Any] | None:
     """A pydantic model's field values by name (the inner model's, for a 1.x `ServerResult`/`ClientResult`),
     when they are all it holds: None for a model with extras, a wire dict, or anything else, which are read
     name by name. Most answers are plain models: one look decides what they hold."""

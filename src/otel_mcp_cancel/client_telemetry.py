@@ -85,6 +85,6 @@ class ClientTelemetry(RequestTelemetry):
         if repeated is not None:
             record.span.add_link(repeated.span_context)
             record.span.set_attribute(TOOL_RETRIED_CANCEL_REASON, repeated.label)
-        if given_up:
+        if given_up and record.cancel_reason is not None:
             self.given_up.remember(self, record.target, arguments, record.span.get_span_context(),
                                    record.cancel_reason)

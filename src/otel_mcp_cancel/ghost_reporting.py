@@ -5,6 +5,8 @@ remembered for retries; and a retry of one matched to it. Request and task telem
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Tracer
@@ -50,9 +52,9 @@ class GhostReporter:
     def fingerprint(self, record: RequestRecord, span: Span) -> None:
         """Put the call's fingerprint on `span` (its own, or its task's). Asked only when the replicas share a key
         (`fingerprints`)."""
-        tool = called_tool(record)
-        if tool is not None:
-            span.set_attribute(TOOL_CALL_FINGERPRINT, self.fingerprints.of(tool, tool_arguments(record.params)))
+        tool, fingerprints = called_tool(record), self.fingerprints
+        if tool is not None and fingerprints is not None:
+            span.set_attribute(TOOL_CALL_FINGERPRINT, fingerprints.of(tool, tool_arguments(record.params)))
 
     def ghost(self, record: RequestRecord, span: Span, handler_outcome: str, why: str) -> None:
         """A ghost of `record`'s call found after it was concluded (a task's): marked on `span` and reported."""
@@ -138,7 +140,7 @@ class GhostReporter:
             self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.label})
 
     def _risk(self, record: RequestRecord) -> str:
-        annotations = camel_case(record.registered_annotations)
+        annotations: Mapping[str, Any] | None = camel_case(record.registered_annotations)
         if annotations is None and record.server is not None:
             annotations = tool_registry.listed_annotations(record.server, called_tool(record))
         return ghost_risk(record.method, annotations)

@@ -35,10 +35,15 @@ class GhostLedger:
         with self._lock:
             return self._stats
 
+    def reset(self) -> None:
+        with self._lock:
+            self._stats = GhostStats(total=0, last_seen=None, last_tool=None)
+
 
 LEDGER = GhostLedger()
 
 
 def ghost_stats() -> GhostStats:
-    """Ghost responses seen by this process since it started: total, last_seen (UTC), last_tool, by_risk."""
+    """Ghost responses seen while instrumented (since instrument(), or the last uninstrument()): total, last_seen
+    (UTC), last_tool, by_risk."""
     return LEDGER.snapshot()

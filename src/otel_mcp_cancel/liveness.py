@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, get_current
-from opentelemetry.instrumentation.utils import _SUPPRESS_INSTRUMENTATION_KEY_PLAIN
 from opentelemetry.metrics import NoOpMeter
 from opentelemetry.trace import NoOpTracer
 
@@ -38,10 +36,3 @@ def _no_op_meter(meter: Any) -> bool:
     # A proxy meter holds the global provider's once one is set (None before).
     resolved = getattr(meter, "_real_meter", meter)
     return resolved is None or isinstance(resolved, NoOpMeter)
-
-
-def instrumentation_enabled() -> bool:
-    """OpenTelemetry's `is_instrumentation_enabled()`, reading the current context once for both of its keys,
-    not once for each: it is asked on every request, on both sides."""
-    context = get_current()
-    return not (context.get(_SUPPRESS_INSTRUMENTATION_KEY) or context.get(_SUPPRESS_INSTRUMENTATION_KEY_PLAIN))

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram, MeterProvider
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
@@ -43,7 +44,7 @@ from otel_mcp_cancel.conventions import (
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import fault
-from otel_mcp_cancel.liveness import Recording, instrumentation_enabled
+from otel_mcp_cancel.liveness import Recording
 from otel_mcp_cancel.outcome import Verdict, classify
 from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
@@ -99,8 +100,9 @@ def _end_span(telemetry: RequestTelemetry, record: RequestRecord) -> None:
 
 
 def _held_by_wire(telemetry: RequestTelemetry, record: RequestRecord) -> bool:
+    wire = record.wire
     try:
-        return record.wire.holds(record, telemetry.conclude_later)
+        return wire is not None and wire.holds(record, telemetry.conclude_later)
     except Exception:
         fault("following an answer to stdout")
         return False
@@ -187,7 +189,7 @@ class RequestTelemetry:
         """Whether a request arriving now gets a span: something records, and instrumentation is not
         suppressed. A hook that must prepare what `open` takes (a 1.x model's wire form) asks first."""
         recording = self._recording
-        return (recording.known or recording()) and instrumentation_enabled()
+        return (recording.known or recording()) and is_instrumentation_enabled()
 
     def open(
         self,
@@ -209,7 +211,8 @@ class RequestTelemetry:
             start_attributes, target, task_id, target_name = request_attributes(method, known, fields, request_id,
                                                                                 network_transport)
             named = target_name is not None and (self.names_target_at_start or target_name in self.served_targets)
-            name = target_name if named else span_name(method if known else OTHER, None, target_registered=True)
+            name = target_name if named and target_name is not None else span_name(
+                method if known else OTHER, None, target_registered=True)
             if attributes:
                 start_attributes.update(attributes)
             holder = self.waiting_span() if self.spans_wait else None
@@ -223,7 +226,7 @@ class RequestTelemetry:
                 span.update_name(name)
                 span.set_attributes(start_attributes)
             record = RequestRecord(method, params, request_id, network_transport, span, known, target, name)
-            if claimed is not None:  # its holder ends it
+            if holder is not None and claimed is not None:  # its holder ends it
                 record.ends_span = False
                 holder.claimed_by(record, self._capture_content)
             if named:

@@ -9,6 +9,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
@@ -27,7 +28,6 @@ from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.flushing import Delivery, Flusher
 from otel_mcp_cancel.ghost_reporting import GhostReporter, called_tool
 from otel_mcp_cancel.instruments import Instruments
-from otel_mcp_cancel.liveness import instrumentation_enabled
 from otel_mcp_cancel.outcome import AnswerKind, Verdict, suppressed
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
@@ -139,7 +139,7 @@ class ServerTelemetry(RequestTelemetry):
         """One span for a `notifications/cancelled`, in flight or not, linked to the span of the request it
         cancels where that request is still in flight, and naming its id (links are dropped by some stores).
         A notification has no jsonrpc.request.id; the peer's reason text is on an event, never an attribute."""
-        if not instrumentation_enabled():
+        if not is_instrumentation_enabled():
             return
         with contained("recording a cancel notification"):
             attributes: dict[str, Any] = {MCP_METHOD_NAME: NOTIFICATIONS_CANCELLED}

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram
 
 from otel_mcp_cancel.attributes import bounded
@@ -34,7 +35,6 @@ from otel_mcp_cancel.conventions import (
     SERVER_PORT,
 )
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.liveness import instrumentation_enabled
 
 
 @dataclass(eq=False)
@@ -130,7 +130,7 @@ class SessionTelemetry:
         return self._by_stream.get(id(read_stream))
 
     def open(self) -> SessionRecord | None:
-        if not instrumentation_enabled():
+        if not is_instrumentation_enabled():
             return None
         record = SessionRecord()
         LIVE_SESSIONS.add(record)

@@ -221,9 +221,10 @@ class TaskTelemetry:
                 self.reached(task.task_id, verdict.task_status)
                 self._maybe_end(task)
             return
-        task = self.find(record.task_id)
-        if task is None:
+        found = self.find(record.task_id)
+        if found is None:
             return
+        task = found
         record.span.add_link(task.span.get_span_context())
         answered = record.answer is not None and record.answer.kind is AnswerKind.RESULT
         if record.method == TASKS_CANCEL:
@@ -354,10 +355,12 @@ class TaskTelemetry:
         creation, span = task.creation, task.span
         with contained("naming a task"):
             span.update_name(span_name(TASK_SPAN_PREFIX, creation.target, target_registered=creation.tool_registered))
+        verdict, took = task.verdict, task.took
+        if verdict is None or took is None:  # asked only once both are known
+            return
         with contained("measuring a task"), trace.use_span(span, record_exception=False, set_status_on_exception=False):
-            outcome = verdict_attributes(TOOLS_CALL, task.verdict)
-            attributes = creation.metric_attributes(outcome)
-            self._record_duration(task.took, attributes)
+            attributes = creation.metric_attributes(verdict_attributes(TOOLS_CALL, verdict))
+            self._record_duration(took, attributes)
 
     def session_ended(self, session: object, *, every_task: bool = False) -> None:
         """A server session ended, or its caller hung up: the results its tasks had not delivered are out of its
@@ -408,8 +411,11 @@ class TaskTelemetry:
                 task.span.end()
 
     def _await_expiry(self, task: TaskRecord) -> None:
+        expires_at = task.expires_at
+        if expires_at is None:  # asked only of a task that has one
+            return
         with self._lock:
-            heapq.heappush(self._expiring, (task.expires_at, next(self._expiring_order), task))
+            heapq.heappush(self._expiring, (expires_at, next(self._expiring_order), task))
             dropped = None
             if len(self._expiring) > CAPACITY:
                 self._expiring = [entry for entry in self._expiring if entry[2].span.is_recording()]  # ended already

@@ -21,6 +21,12 @@ _listed: weakref.WeakKeyDictionary[Any, dict[str, Mapping[str, Any] | None]] = w
 _lock = threading.Lock()
 
 
+def reset() -> None:
+    """Forget every listing learned (uninstrument() ran)."""
+    with _lock:
+        _listed.clear()
+
+
 def learn_listing(server: Any, result: Any) -> None:
     """Remember the tools a server's tools/list answer (the wire dict) advertised, with their annotations."""
     tools = result.get("tools") if isinstance(result, Mapping) else None

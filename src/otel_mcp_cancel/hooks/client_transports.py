@@ -35,7 +35,7 @@ _BINDINGS = (
 )
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
-_open: dict[int, tuple[Any, dict[str, Any], Callable[[], object] | None]] = {}
+_open: dict[int | None, tuple[Any, dict[str, Any], Callable[[], object] | None]] = {}
 _lock = threading.Lock()
 
 
@@ -47,7 +47,9 @@ def transport_hooks(wrapper: Callable[[Any, Any, Any, Any], Any], bindings: tupl
             module = importlib.import_module(module_name)
         except ImportError:
             continue
-        hooks += [Hook(module_name, name, wrapper) for name in _HELPERS if hasattr(module, name)]
+        hooks += [Hook(module_name, name, wrapper, f"where a client connecting through `{module_name}.{name}` "
+                       "connects (server.address, server.port, network.transport)")
+                  for name in _HELPERS if hasattr(module, name)]
     return hooks
 
 

@@ -21,7 +21,14 @@ from opentelemetry.propagate import inject
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained, fault
-from otel_mcp_cancel.hooks.observations import WIRE_DUMP, ClientHooks, connection_lost, note_result, wire_params
+from otel_mcp_cancel.hooks.observations import (
+    CLIENT_REQUESTS,
+    WIRE_DUMP,
+    ClientHooks,
+    connection_lost,
+    note_result,
+    wire_params,
+)
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, error_answer
 from otel_mcp_cancel.request_telemetry import Serving
@@ -31,7 +38,7 @@ _READ_TIMEOUT_CODE = 408
 _COURTESY_CANCEL_SECONDS = 5
 
 
-class TracedRequest(wrapt.ObjectProxy):  # type: ignore[misc]
+class TracedRequest(wrapt.ObjectProxy):
     """The caller's request as `send_request` sees it: the same object in every respect but its wire form,
     which carries W3C trace context in `params._meta` (requests sent without params get params for it,
     as 2.x does). 1.x has no place to inject trace context; its `send_request` dumps the request once,
@@ -59,7 +66,7 @@ def with_trace_context(request: Any) -> Any:
     return TracedRequest(request, carrier) if carrier else request
 
 
-async def _courtesy_cancel(session: Any, request_id: object, reason: str) -> None:
+async def _courtesy_cancel(session: Any, request_id: Any, reason: str) -> None:
     """Tell the server what 2.x clients tell it: shielded (the caller may be cancelled) and bounded."""
     with anyio.move_on_after(_COURTESY_CANCEL_SECONDS, shield=True):
         with contained("sending a courtesy cancel"):
@@ -80,7 +87,7 @@ class ClientHooksV1(ClientHooks):
         return [
             *self.transport_hooks(),
             *self.session_hooks(inherited=True),  # 1.x: ClientSession has BaseSession's
-            Hook("mcp.shared.session", "BaseSession.send_request", self._send),
+            Hook("mcp.shared.session", "BaseSession.send_request", self._send, CLIENT_REQUESTS, ("request",)),
         ]
 
     def session_stream(self, session: Any) -> object:

@@ -18,7 +18,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanKind
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT, JSONRPC_REQUEST_ID
 from otel_mcp_cancel.faults import contained, fault
-from otel_mcp_cancel.hooks.observations import ClientHooks, arg, note_result
+from otel_mcp_cancel.hooks.observations import CLIENT_REQUESTS, ClientHooks, arg, note_result
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import error_answer
 from otel_mcp_cancel.request_state import current_client_record
@@ -35,10 +35,14 @@ class ClientHooksV2(ClientHooks):
         return [
             *self.transport_hooks(),
             *self.session_hooks(inherited=False),
-            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher.send_raw_request", self._send),
-            Hook("mcp.shared.direct_dispatcher", "DirectDispatcher.send_raw_request", self._send),
-            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._cancel_outbound", self._cancel_outbound),
-            Hook("mcp.shared.jsonrpc_dispatcher", "otel_span", self._sdk_span),
+            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher.send_raw_request", self._send, CLIENT_REQUESTS,
+                 ("method", "params")),
+            Hook("mcp.shared.direct_dispatcher", "DirectDispatcher.send_raw_request", self._send, CLIENT_REQUESTS,
+                 ("method", "params")),
+            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._cancel_outbound", self._cancel_outbound,
+                 "why a client gave up a call (tool.cancel_reason: timeout or caller)", ("request_id", "reason")),
+            Hook("mcp.shared.jsonrpc_dispatcher", "otel_span", self._sdk_span,
+                 "one CLIENT span per request (the SDK's own steps aside for ours)"),
         ]
 
     async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -20,7 +20,7 @@ from opentelemetry.trace import get_tracer
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.fastmcp_spans import FASTMCP_SCOPE, fastmcp_tracer
-from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg, observed
+from otel_mcp_cancel.hooks.observations import SESSIONS, TOOL_ENDS, FrameworkHooks, HookSet, arg, observed
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record
 
@@ -40,7 +40,7 @@ class _LendsSpans:
     _telemetry: Any
 
     def __init__(self, telemetry: Any) -> None:
-        super().__init__(telemetry)
+        super().__init__(telemetry)  # type: ignore[call-arg]  # a mixin: the hook set's own __init__ is next
         self._given_tracers: dict[str | None, Any] = {}  # by FastMCP's version: asked for as each span opens
 
     def tracer(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -84,24 +84,32 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
     def hooks(self) -> list[Hook]:
         # FastMCP imports the SDK's `stdio_server` by name: each binding is wrapped, for network.transport.
         stdio = "fastmcp.server.server" if self._major == 2 else "fastmcp.server.mixins.transport"
-        hooks = [Hook(stdio, "stdio_server", self.stdio_server), *self._component_hooks()]
+        hooks = [self.stdio_hook(stdio), *self._component_hooks()]
         if self._major < 4:  # on mcp 1.x FastMCP serves a session with its own `run`, not the SDK's
-            hooks.append(Hook("fastmcp.server.low_level", "LowLevelServer.run", self.session_run))
+            hooks.append(Hook("fastmcp.server.low_level", "LowLevelServer.run", self.session_run, SESSIONS,
+                              ("read_stream",)))
         return hooks
 
     def _component_hooks(self) -> list[Hook]:
         if self._major == 2:  # one manager per kind runs every local component, by key
             return [
-                Hook("fastmcp.tools.tool_manager", "ToolManager.call_tool", self._manager_call_tool),
-                Hook("fastmcp.resources.resource_manager", "ResourceManager.read_resource", self.user_function),
-                Hook("fastmcp.prompts.prompt_manager", "PromptManager.render_prompt", self.user_function),
+                Hook("fastmcp.tools.tool_manager", "ToolManager.call_tool", self._manager_call_tool, TOOL_ENDS,
+                     ("key",)),
+                Hook("fastmcp.resources.resource_manager", "ResourceManager.read_resource", self.user_function,
+                     "how a FastMCP resource's function ended (ghosts of resource reads)"),
+                Hook("fastmcp.prompts.prompt_manager", "PromptManager.render_prompt", self.user_function,
+                     "how a FastMCP prompt's function ended (ghosts of prompts)"),
             ]
         return [  # the server calls each component's entry point; a mounted server's overrides it to delegate
-            Hook("fastmcp.tools.base", "Tool._run", self.tool_run),
-            Hook("fastmcp.resources.base", "Resource._read", self.user_function),
-            Hook("fastmcp.resources.template", "ResourceTemplate._read", self.user_function),
-            Hook("fastmcp.prompts.base", "Prompt._render", self.user_function),
-            Hook("fastmcp.server.telemetry", "get_tracer", self.tracer),
+            Hook("fastmcp.tools.base", "Tool._run", self.tool_run, TOOL_ENDS),
+            Hook("fastmcp.resources.base", "Resource._read", self.user_function,
+                 "how a FastMCP resource's function ended (ghosts of resource reads)"),
+            Hook("fastmcp.resources.template", "ResourceTemplate._read", self.user_function,
+                 "how a FastMCP resource template's function ended (ghosts of resource reads)"),
+            Hook("fastmcp.prompts.base", "Prompt._render", self.user_function,
+                 "how a FastMCP prompt's function ended (ghosts of prompts)"),
+            Hook("fastmcp.server.telemetry", "get_tracer", self.tracer,
+                 "FastMCP's own server spans, under ours and on the providers given to instrument()"),
         ]
 
     async def _manager_call_tool(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -128,7 +136,8 @@ class FastMCPClientHooks(_LendsSpans, HookSet):
 
     def hooks(self) -> list[Hook]:
         return [
-            Hook("fastmcp.client.telemetry", "get_tracer", self.tracer),
+            Hook("fastmcp.client.telemetry", "get_tracer", self.tracer,
+                 "FastMCP's own client spans, carrying our verdict and on the providers given to instrument()"),
             *client_transports.transport_hooks(self._transport, FASTMCP_TRANSPORT_BINDINGS),
         ]
 

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util import types
 
@@ -37,7 +38,6 @@ from otel_mcp_cancel.attributes import exception_attributes
 from otel_mcp_cancel.conventions import MCP_METHOD_NAME
 from otel_mcp_cancel.conventions import REQUEST_SPAN_ATTRIBUTES as OURS
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.liveness import instrumentation_enabled
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import EXCEPTION_EVENT, WaitingSpan
 
@@ -206,7 +206,7 @@ class FastMCPTracer(trace.Tracer):
         return self._tracer.start_span(*args, **kwargs)
 
     @contextmanager
-    def start_as_current_span(
+    def start_as_current_span(  # type: ignore[override]  # the API's own is a generator-based context manager too
         self,
         name: str,
         context: Any = None,
@@ -224,7 +224,7 @@ class FastMCPTracer(trace.Tracer):
             lent = span_to_lend(kind)
             if lent is not None and attributes:
                 lent.set_attributes(attributes)
-            if kind is SpanKind.CLIENT and instrumentation_enabled():
+            if kind is SpanKind.CLIENT and is_instrumentation_enabled():
                 held = HeldClientSpan(self._ours.start_span(name, context, kind, links=links, start_time=start_time))
                 if attributes:
                     held.set_attributes(attributes)

@@ -39,6 +39,11 @@ from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
 from otel_mcp_cancel.session_telemetry import SessionRecord, note_destination
 from otel_mcp_cancel.stdio_wire import StdioWire, follow
 
+SESSIONS = "server sessions (mcp.server.session.duration), and which requests came over stdio"
+TOOL_ENDS = "how a tool's own function ended: ghosts of tool calls"
+CLIENT_REQUESTS = "client spans and outcomes of the requests a client sends"
+CLIENT_SESSIONS = "client sessions (mcp.client.session.duration), and calls whose caller closed the session"
+
 # Set in the serving task's context when it calls `stdio_server`; the transport's writer task and the handler
 # tasks inherit it.
 stdio_wire: contextvars.ContextVar[StdioWire | None] = contextvars.ContextVar("otel_mcp_cancel_stdio_wire",
@@ -90,7 +95,7 @@ def wire_params(request: Any, as_sent: bool) -> dict[str, Any] | None:
     params = getattr(request, "params", None)
     if params is None:
         return None
-    if as_sent or not _named_as_on_wire(type(params)):
+    if as_sent or not _named_as_on_wire(type(params)):  # type: ignore[arg-type]  # a type is hashable
         return params.model_dump(**WIRE_DUMP)
     if "uri" not in params.__dict__ and not params.__pydantic_extra__:
         return params.__dict__
@@ -270,15 +275,24 @@ class FrameworkHooks(HookSet):
 
     def framework_hooks(self, package: str, stdio_bindings: tuple[str, ...]) -> list[Hook]:
         return [
-            Hook(f"{package}.tools.base", "Tool.run", self.tool_run),
-            Hook(f"{package}.resources.templates", "ResourceTemplate.create_resource", self.user_function),
-            Hook(f"{package}.resources.types", "FunctionResource.read", self.user_function),
-            Hook(f"{package}.prompts.base", "Prompt.render", self.user_function),
+            Hook(f"{package}.tools.base", "Tool.run", self.tool_run, TOOL_ENDS),
+            Hook(f"{package}.resources.templates", "ResourceTemplate.create_resource", self.user_function,
+                 "how a resource template's function ended (ghosts of resource reads)"),
+            Hook(f"{package}.resources.types", "FunctionResource.read", self.user_function,
+                 "how a resource's function ended (ghosts of resource reads)"),
+            Hook(f"{package}.prompts.base", "Prompt.render", self.user_function,
+                 "how a prompt's function ended (ghosts of prompts)"),
             # `stdio_server` is imported by name into other modules too; each binding is wrapped.
-            *(Hook(module, "stdio_server", self.stdio_server) for module in stdio_bindings),
+            *(self.stdio_hook(module) for module in stdio_bindings),
             # A streamable HTTP app's sessions, served from its lifespan: its end is where a worker stops.
-            Hook("mcp.server.streamable_http_manager", "StreamableHTTPSessionManager.run", self.http_serving),
+            Hook("mcp.server.streamable_http_manager", "StreamableHTTPSessionManager.run", self.http_serving,
+                 "the export as a streamable HTTP app stops (each uvicorn worker's last telemetry)"),
         ]
+
+    def stdio_hook(self, module: str) -> Hook:
+        return Hook(module, "stdio_server", self.stdio_server,
+                    f"stdio servers started through `{module}.stdio_server` (network.transport=pipe, answers "
+                    "followed to stdout, the calls its host is about to stop)")
 
     # Not coroutines: each returns the one to await, the framework's own when no request is being served, so
     # that no layer of ours is paid on the way.
@@ -323,9 +337,9 @@ class FrameworkHooks(HookSet):
             def entered(manager: Any) -> None:
                 stdout = _transport_stdout(manager)
                 if stdout is None:
-                    lost("a failed write to a stdio server's stdout", "its calls are concluded as their answers "
-                         "are handed to the transport, and a call whose answer never reached its caller reads as "
-                         "that answer said")
+                    lost("stdio answers that never reached their caller (a failed write to stdout)",
+                         "the SDK's `stdio_server` holds no `stdout` to follow; its calls are concluded as their "
+                         "answers are handed to the transport")
                 else:
                     unfollow.append(follow(stdout, wire))
 
@@ -363,7 +377,7 @@ class FrameworkHooks(HookSet):
         return await wrapped(*args, **kwargs)
 
 
-class ObservedContext(wrapt.ObjectProxy):  # type: ignore[misc]
+class ObservedContext(wrapt.ObjectProxy):
     """One of the library's async context managers, handed back as it is, with the plugin told once it has been
     entered (`entered(manager)`) and once it has been left (`left()`)."""
 
@@ -406,8 +420,10 @@ class ClientHooks(HookSet):
 
     def session_hooks(self, inherited: bool) -> list[Hook]:
         return [
-            Hook("mcp.client.session", "ClientSession.__aenter__", self._enter_session, inherited=inherited),
-            Hook("mcp.client.session", "ClientSession.__aexit__", self._leave_session, inherited=inherited),
+            Hook("mcp.client.session", "ClientSession.__aenter__", self._enter_session, CLIENT_SESSIONS,
+                 inherited=inherited),
+            Hook("mcp.client.session", "ClientSession.__aexit__", self._leave_session, CLIENT_SESSIONS,
+                 ("exc_type", "exc_val", "exc_tb"), inherited=inherited),
         ]
 
     def session_stream(self, session: Any) -> object:

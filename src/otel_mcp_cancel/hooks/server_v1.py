@@ -18,6 +18,7 @@ cancellation would interrupt the answer's write and end the session).
 from __future__ import annotations
 
 import sys
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -30,6 +31,7 @@ from otel_mcp_cancel.attributes import camel_case
 from otel_mcp_cancel.conventions import INITIALIZE, TOOLS_LIST
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import (
+    SESSIONS,
     FrameworkHooks,
     cancel_reason,
     http_peer,
@@ -47,6 +49,7 @@ from otel_mcp_cancel.request_telemetry import Serving
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.fastmcp.server", "mcp")
+REQUESTS_V1 = "server spans and outcomes of every request, and the guard that keeps a ghost's session alive"
 
 
 def _negotiated_version(session: Any) -> str | None:
@@ -83,7 +86,7 @@ def _receive_loop_local(name: str) -> Any:
 
     mcp 1.x validates a notification inside `_receive_loop` and hands on only part of it (1.12.3 to 1.30).
     """
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     for _ in range(8):
         if frame is None:
             return None
@@ -108,18 +111,26 @@ class ServerHooksV1(FrameworkHooks):
 
     def hooks(self) -> list[Hook]:
         return [
-            Hook("mcp.server.lowlevel.server", "Server.run", self.session_run),
-            Hook("mcp.server.lowlevel.server", "Server._handle_request", self._handle_request),
-            Hook("mcp.server.session", "ServerSession._received_request", self._received_request),
-            Hook("mcp.shared.session", "RequestResponder.respond", self._respond),
-            Hook("mcp.shared.session", "RequestResponder.cancel", self._cancel),
-            Hook("mcp.server.session", "ServerSession._receive_loop", self._receive_loop),
+            Hook("mcp.server.lowlevel.server", "Server.run", self.session_run, SESSIONS,
+                 ("read_stream", "write_stream", "initialization_options", "raise_exceptions", "stateless")),
+            # A request's span, every answer that decides it (its own, a cancel's acknowledgement, none after a
+            # hang-up), and the guard: together, or its outcome would be guessed.
+            Hook("mcp.server.lowlevel.server", "Server._handle_request", self._handle_request, REQUESTS_V1,
+                 ("message", "req", "session")),
+            Hook("mcp.server.session", "ServerSession._received_request", self._received_request, REQUESTS_V1,
+                 ("responder",)),
+            Hook("mcp.shared.session", "RequestResponder.respond", self._respond, REQUESTS_V1, ("response",)),
+            Hook("mcp.shared.session", "RequestResponder.cancel", self._cancel, REQUESTS_V1),
+            Hook("mcp.server.session", "ServerSession._receive_loop", self._receive_loop, REQUESTS_V1),
             Hook("mcp.server.streamable_http", "StreamableHTTPServerTransport._clean_up_memory_streams",
-                 self.request_stream_closing),
+                 self.request_stream_closing, "streamable HTTP callers that hung up on one request", ("request_id",)),
             # A cancel for a request no longer in flight reaches nothing but this validation.
-            Hook("mcp.types", "ClientNotification.model_validate", self._notification_validated, inherited=True),
+            Hook("mcp.types", "ClientNotification.model_validate", self._notification_validated,
+                 "the spans of cancels for requests no longer in flight", inherited=True),
             # Nor does a request the session refuses (an unknown method, params that do not validate).
-            Hook("mcp.types", "ClientRequest.model_validate", self._request_validated, inherited=True),
+            Hook("mcp.types", "ClientRequest.model_validate", self._request_validated,
+                 "the spans of requests mcp 1.x refuses before any handler (server/discover, invalid params)",
+                 inherited=True),
             *self.framework_hooks("mcp.server.fastmcp", _STDIO_SERVER_BINDINGS),
         ]
 

@@ -32,6 +32,7 @@ from otel_mcp_cancel.conventions import (
 )
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import (
+    SESSIONS,
     FrameworkHooks,
     arg,
     cancel_reason,
@@ -51,6 +52,7 @@ from otel_mcp_cancel.server_telemetry import ServerTelemetry
 _SERVER_HANDLER_MODULE = ServerRunner.__module__
 
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.mcpserver.server", "mcp")
+STREAM_REQUESTS = "server spans and outcomes of requests over stdio, HTTP, SSE and memory streams"
 
 
 def _is_server_handler(on_request: object) -> bool:
@@ -73,26 +75,41 @@ class ServerHooksV2(FrameworkHooks):
     _telemetry: ServerTelemetry
 
     def hooks(self) -> list[Hook]:
+        dispatcher = "mcp.shared.jsonrpc_dispatcher"
         return [
-            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._handle_request", self._handle_request),
-            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._write_result", self._write_result),
-            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._write_error", self._write_error),
-            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._dispatch_notification", self._notification),
-            Hook("mcp.shared.direct_dispatcher", "DirectDispatcher._dispatch_request", self._direct_request),
-            Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request),
-            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._fan_out_closed", self._read_ended),
+            # A request's span, the answer that decides it, and its caller hanging up: together, or its outcome
+            # would be guessed.
+            Hook(dispatcher, "JSONRPCDispatcher._handle_request", self._handle_request, STREAM_REQUESTS,
+                 ("req", "dctx", "scope", "on_request")),
+            Hook(dispatcher, "JSONRPCDispatcher._write_result", self._write_result, STREAM_REQUESTS,
+                 ("request_id", "result")),
+            Hook(dispatcher, "JSONRPCDispatcher._write_error", self._write_error, STREAM_REQUESTS,
+                 ("request_id", "error")),
+            Hook(dispatcher, "JSONRPCDispatcher._dispatch_notification", self._notification,
+                 "the reasons and spans of cancels a server receives", ("msg", "metadata", "on_notify")),
+            Hook("mcp.shared.direct_dispatcher", "DirectDispatcher._dispatch_request", self._direct_request,
+                 "spans of requests to an in-process server (`Client(server)`)", ("method", "params")),
+            Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request,
+                 "how a server's handler ended (ghosts), and requests on the 2026-07-28 single-exchange HTTP entry",
+                 ("dctx", "method", "params")),
+            Hook(dispatcher, "JSONRPCDispatcher._fan_out_closed", self._read_ended, STREAM_REQUESTS),
             Hook("mcp.server.streamable_http", "StreamableHTTPServerTransport._clean_up_memory_streams",
-                 self.request_stream_closing),
-            Hook("mcp.server.runner", "serve_connection", self._serve_connection),
-            Hook("mcp.server.runner", "_serve_legacy_stream", self._legacy_stream),
-            Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware),
+                 self.request_stream_closing, "streamable HTTP callers that hung up on one request",
+                 ("request_id",)),
+            Hook("mcp.server.runner", "serve_connection", self._serve_connection, SESSIONS,
+                 ("server", "dispatcher", "connection")),
+            Hook("mcp.server.runner", "_serve_legacy_stream", self._legacy_stream, SESSIONS,
+                 ("server", "read_stream")),
+            Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware,
+                 "one SERVER span per request (the SDK's own steps aside for ours)", ("ctx", "call_next")),
             *self.framework_hooks("mcp.server.mcpserver", _STDIO_SERVER_BINDINGS),
         ]
 
     # -- stream transports -------------------------------------------------
 
     async def _handle_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = dctx = None
+        record: RequestRecord | None = None
+        dctx: Any = None
         if self.active:
             try:
                 req, dctx = arg(args, kwargs, 0, "req"), arg(args, kwargs, 1, "dctx")

@@ -53,6 +53,8 @@ CAPACITY = 10_000
 # The result is stored before its execution is marked completed: reading it back never waits in practice.
 _RESULT_READ_TIMEOUT = timedelta(seconds=1)
 
+TASK_WORK = "the spans and outcomes of FastMCP's tasks (their work on Docket)"
+
 
 class FastMCPTaskHooks(HookSet):
     _telemetry: ServerTelemetry
@@ -66,14 +68,17 @@ class FastMCPTaskHooks(HookSet):
 
     def hooks(self) -> list[Hook]:
         hooks = [
-            Hook("docket.docket", "Docket.add", self._enqueue),
-            *(Hook("docket.execution", f"Execution.{name}", self._marked) for name in _ENDS),
+            Hook("docket.docket", "Docket.add", self._enqueue, TASK_WORK),
+            *(Hook("docket.execution", f"Execution.{name}", self._marked, TASK_WORK) for name in _ENDS),
         ]
         if self._engine == TASKS_EXTENSION:
             hooks += [
-                Hook("fastmcp_tasks.creation", "add_component_to_docket", self._enqueue_component),
-                Hook("fastmcp_tasks.input_loop", "_error_result", self._tool_error),
-                Hook("fastmcp_tasks.input_loop", "store_outstanding", self._parked),
+                Hook("fastmcp_tasks.creation", "add_component_to_docket", self._enqueue_component, TASK_WORK,
+                     ("component",)),
+                Hook("fastmcp_tasks.input_loop", "_error_result", self._tool_error,
+                     "tasks whose tool answered isError (failed rather than completed)"),
+                Hook("fastmcp_tasks.input_loop", "store_outstanding", self._parked,
+                     "tasks waiting on their caller's input (input_required)", ("docket", "task_scope", "task_id")),
             ]
         return hooks
 
@@ -182,7 +187,8 @@ class FastMCPTaskClientHooks(HookSet):
     _telemetry: ClientTelemetry
 
     def hooks(self) -> list[Hook]:
-        return [Hook("fastmcp_tasks.client", "_drive_to_terminal", self._drive)]
+        return [Hook("fastmcp_tasks.client", "_drive_to_terminal", self._drive,
+                     "a client's own deadline on a task it polls (tool.cancel_reason=timeout)")]
 
     async def _drive(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         try:

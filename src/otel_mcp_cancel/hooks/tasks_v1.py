@@ -25,15 +25,19 @@ from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
+TASKS_V1 = "the spans and outcomes of mcp 1.x's experimental tasks"
+
 
 class TaskHooksV1(HookSet):
     _telemetry: ServerTelemetry
 
     def hooks(self) -> list[Hook]:
         return [
-            Hook("mcp.server.experimental.request_context", "Experimental.run_task", self._run_task),
-            Hook("mcp.shared.experimental.tasks.context", "TaskContext.complete", self._stored),
-            Hook("mcp.shared.experimental.tasks.context", "TaskContext.fail", self._stored),
+            Hook("mcp.server.experimental.request_context", "Experimental.run_task", self._run_task, TASKS_V1,
+                 ("work",)),
+            Hook("mcp.shared.experimental.tasks.context", "TaskContext.complete", self._stored, TASKS_V1,
+                 ("result",)),
+            Hook("mcp.shared.experimental.tasks.context", "TaskContext.fail", self._stored, TASKS_V1),
         ]
 
     async def _run_task(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
