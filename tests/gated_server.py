@@ -122,6 +122,20 @@ async def threaded_write(name: str, gate: str = "") -> str:
     return await anyio.to_thread.run_sync(_write_when_let_go, name, gate)
 
 
+@server.tool(annotations=ToolAnnotations.model_validate({"readOnlyHint": False, "idempotentHint": False}))
+async def blocking_insert(row: str) -> str:
+    """Synchronous work inside an `async` tool, as many published servers do (sqlite, a subprocess): the event
+    loop is blocked until the test opens VAULT/gate (a FIFO, while there is one), so the cancel its caller sends
+    meanwhile is read only after the answer is written."""
+    (vault / "blocking").write_text("started")
+    if (vault / "gate").exists():
+        with open(vault / "gate") as fifo:  # blocks the event loop until the test opens the other end
+            fifo.read()
+    with open(vault / "rows", "a") as rows:
+        rows.write(row + "\n")
+    return f"inserted {row}"
+
+
 @server.tool()
 def process_state() -> str:
     """A test's probe: what this serving process has for SIGTERM and for anyio's file methods."""

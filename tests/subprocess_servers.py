@@ -52,6 +52,33 @@ def require_debian_binary(binary: str) -> str:
     return require(binary, shutil.which(binary), f"apt-get install {binary}")
 
 
+def stdio_gated_server(vault: Path, endpoint: str, framework: str = "sdk") -> subprocess.Popen:
+    """The gated server over stdio (`framework`: `sdk` or `fastmcp`) under `opentelemetry-instrument`, exporting
+    traces, metrics and logs to `endpoint` only as the plugin delivers them or the process exits (no export
+    schedule runs during a test), after its `initialize`."""
+    environment = {**os.environ, **exporter_environment(endpoint), "OTEL_LOGS_EXPORTER": "otlp_proto_http",
+                   "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true",
+                   "OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_METRIC_EXPORT_INTERVAL": "60000",
+                   "OTEL_BLRP_SCHEDULE_DELAY": "60000"}
+    if framework == "fastmcp":
+        environment["GATED_FRAMEWORK"] = "fastmcp"
+    process = subprocess.Popen(instrumented_command(vault), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, env=environment, text=True)
+    send_line(process, {"id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "host", "version": "0"}}})
+    assert json.loads(process.stdout.readline())["id"] == 0
+    send_line(process, {"method": "notifications/initialized"})
+    return process
+
+
+def call_over_pipe(process: subprocess.Popen, request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A tools/call on a stdio server started with text pipes, and its answer (the next line it writes)."""
+    send_line(process, {"id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+    answer = json.loads(process.stdout.readline())
+    assert answer["id"] == request_id, answer
+    return answer
+
+
 def send_line(process: subprocess.Popen, message: dict[str, Any]) -> None:
     """Write one JSON-RPC message to a stdio server started with text pipes, as a client's line."""
     process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 import pytest
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanKind
 
 from otel_mcp_cancel import ghost_stats, retries
 from otel_mcp_cancel.request_state import LIVE
@@ -182,7 +182,7 @@ def test_the_retry_table_stays_within_its_bound() -> None:
     table = retries.RecentCalls(window_seconds=300)
     session = Session()
     for n in range(100_000):
-        table.remember(session, "commit", {"path": f"{n}.md"}, span_context=None, label="unsafe")
+        table.remember(session, "commit", {"path": f"{n}.md"}, span_context=INVALID_SPAN_CONTEXT, label="unsafe")
     assert len(table) == retries.CAPACITY
     assert table.find(session, "commit", {"path": "99999.md"}) is not None
     assert table.find(session, "commit", {"path": "0.md"}) is None  # oldest out

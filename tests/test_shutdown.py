@@ -20,7 +20,7 @@ import pytest
 
 from examples.otlp_sink import OtlpSink, ReceivedSpan, exporter_environment
 from tests.frameworks import FASTMCP_MAJOR
-from tests.subprocess_servers import instrumented_command, send_line
+from tests.subprocess_servers import call_over_pipe, send_line, stdio_gated_server
 from tests.support import GHOST_LINE_PREFIX, MCP_MAJOR, until
 
 pytestmark = pytest.mark.anyio
@@ -37,36 +37,10 @@ TOOLS = {
 }
 
 
-def start(tmp_path: Path, sink: OtlpSink, framework: str) -> subprocess.Popen:
-    """The gated server over stdio under `opentelemetry-instrument`, exporting traces, metrics and logs to the sink,
-    after its `initialize`."""
-    environment = {**os.environ, **exporter_environment(sink.endpoint), "OTEL_LOGS_EXPORTER": "otlp_proto_http",
-                   "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true",
-                   # Nothing exported on a schedule during the test: only what the plugin delivers, or the exit.
-                   "OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_METRIC_EXPORT_INTERVAL": "60000",
-                   "OTEL_BLRP_SCHEDULE_DELAY": "60000"}
-    if framework == "fastmcp":
-        environment["GATED_FRAMEWORK"] = "fastmcp"
-    process = subprocess.Popen(instrumented_command(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, env=environment, text=True)
-    send_line(process, {"id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "host", "version": "0"}}})
-    assert json.loads(process.stdout.readline())["id"] == 0
-    send_line(process, {"method": "notifications/initialized"})
-    return process
-
-
-def call(process: subprocess.Popen, request_id: int, tool: str, arguments: dict) -> dict:
-    send_line(process, {"id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
-    answer = json.loads(process.stdout.readline())
-    assert answer["id"] == request_id, answer
-    return answer
-
-
 def start_call_and_hang_up(process: subprocess.Popen, tool: str, arguments: dict) -> None:
     """Call `tool` (request 1), wait until its handler runs, then close the server's stdin as a host does."""
     send_line(process, {"id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
-    call(process, 2, "wait_started", {})
+    call_over_pipe(process, 2, "wait_started", {})
     process.stdin.close()
 
 
@@ -100,7 +74,7 @@ async def test_the_call_in_flight_when_the_host_stops_the_server_is_exported_as_
     tool = TOOLS[case]
     if tool == "sync_write" and not SYNC_TOOLS_IN_THREAD[framework]:
         pytest.skip(f"{framework} runs `def` tools on the event loop here: no stdin is read until they return")
-    process = start(tmp_path, sink, framework)
+    process = stdio_gated_server(tmp_path, sink.endpoint, framework)
     try:
         start_call_and_hang_up(process, tool, {"text": "x"} if tool == "slow" else {"name": "never.md"})
         await until(lambda: the_call(sink, tool) != [] and tool_points(sink, tool) != {})
@@ -125,7 +99,7 @@ async def test_a_handler_that_finishes_after_its_caller_left_is_a_ghost_under_th
 ) -> None:
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    process = start(tmp_path, sink, framework)
+    process = stdio_gated_server(tmp_path, sink.endpoint, framework)
     try:
         start_call_and_hang_up(process, "threaded_write", {"name": "g.md", "gate": str(gate)})
         await until(lambda: the_call(sink, "threaded_write") != [])
@@ -144,7 +118,8 @@ async def test_a_handler_that_finishes_after_its_caller_left_is_a_ghost_under_th
     assert (ghost.scope, ghost.kind, ghost.trace_id, ghost.parent_span_id) == (
         SCOPE, "INTERNAL", span.trace_id, span.span_id)
     facts = {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}
-    assert ghost.attributes == {"gen_ai.tool.name": "threaded_write", "jsonrpc.request.id": "1", **facts}
+    assert ghost.attributes == {"gen_ai.tool.name": "threaded_write", "jsonrpc.request.id": "1",
+                                "tool.ghost_kind": "caller_gone", **facts}
     assert ghost.events == [("tool.ghost_response", facts)]
     (counted,) = sink.latest_points("tool.ghost_responses")
     assert (counted.attributes, counted.value) == ({"mcp.method.name": "tools/call",
@@ -160,9 +135,9 @@ async def test_a_handler_that_finishes_after_its_caller_left_is_a_ghost_under_th
 async def test_a_serving_stdio_server_keeps_sigterm_at_its_default_and_anyios_classes_unwrapped(
     sink: OtlpSink, tmp_path: Path, framework: str
 ) -> None:
-    process = start(tmp_path, sink, framework)
+    process = stdio_gated_server(tmp_path, sink.endpoint, framework)
     try:
-        answer = call(process, 1, "process_state", {})
+        answer = call_over_pipe(process, 1, "process_state", {})
         process.stdin.close()
         process.wait(timeout=30)
     finally:

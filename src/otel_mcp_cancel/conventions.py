@@ -17,6 +17,10 @@ OUTCOMES = (OUTCOME_OK, OUTCOME_FAILED, OUTCOME_CANCELLED)
 TOOL_OUTCOME = "tool.outcome"
 TOOL_HANDLER_OUTCOME = "tool.handler_outcome"
 TOOL_GHOST_RISK = "tool.ghost_risk"
+# On a ghost's own span (one found after its call's span was decided): how its answer was lost.
+TOOL_GHOST_KIND = "tool.ghost_kind"
+GHOST_KIND_CALLER_GONE = "caller_gone"  # concluded cancelled as its caller left; its handler finished after
+GHOST_KIND_CROSSED = "crossed"  # answered, and its caller's cancel, sent before the answer arrived, read after
 TOOL_RETRIED_GHOST_RISK = "tool.retried_ghost_risk"  # on a call that repeats a ghost: that ghost's risk
 # On a client's call that repeats one it gave up on (same tool and arguments): why it gave up (timeout | caller).
 TOOL_RETRIED_CANCEL_REASON = "tool.retried_cancel_reason"

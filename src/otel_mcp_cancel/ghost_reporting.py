@@ -23,6 +23,7 @@ from otel_mcp_cancel.conventions import (
     MCP_METHOD_NAME,
     MCP_TASK_ID,
     TOOL_CALL_FINGERPRINT,
+    TOOL_GHOST_KIND,
     TOOL_GHOST_RISK,
     TOOL_HANDLER_OUTCOME,
     TOOL_RETRIED_GHOST_RISK,
@@ -62,12 +63,13 @@ class GhostReporter:
         with contained("reporting a ghost"):
             self.report(record, handler_outcome, risk, span, why)
 
-    def after_conclusion(self, record: RequestRecord, handler_outcome: str, why: str) -> None:
+    def after_conclusion(self, record: RequestRecord, handler_outcome: str, why: str, kind: str) -> None:
         """A ghost of a request whose span had already ended (concluded as its caller left, its handler running
         on): marked on a span of its own, a child of the request's, that names the call and carries the ghost's
         attributes and event; reported (counted, its WARNING in that span's context) and remembered there. It
         has no `mcp.method.name` and no `tool.outcome`: it is not a second call, and is counted as none."""
         attributes: dict = _metric_attributes(record, _TOOL_KEYS)
+        attributes[TOOL_GHOST_KIND] = kind
         if record.request_id is not None:
             attributes[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
         span = self._tracer.start_span(EVENT_GHOST_SUPPRESSED, context=trace.set_span_in_context(record.span),
@@ -123,7 +125,8 @@ class GhostReporter:
         LEDGER.record(tool, risk)
         if tool is not None and record.session is not None:
             arguments = tool_arguments(record.params)
-            self.retries.remember(record.session, tool, arguments, span.get_span_context(), risk)
+            self.retries.remember(record.session, tool, arguments, span.get_span_context(), risk,
+                                  record.span.get_span_context().span_id)
 
     def match_retry(self, record: RequestRecord) -> None:
         """Link `record`'s call to the ghost it repeats, if any (before its own ghost, if any, is remembered).
@@ -132,7 +135,8 @@ class GhostReporter:
         if tool is None or record.session is None:
             return
         retried = self.retries.find(record.session, tool, tool_arguments(record.params))
-        if retried is not None:
+        own = record.span.get_span_context().span_id  # 0 where nothing traces: no call can be told from another
+        if retried is not None and (own == 0 or retried.call_span_id != own):
             record.span.add_link(retried.span_context)
             record.span.set_attribute(TOOL_RETRIED_GHOST_RISK, retried.label)
             record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_RETRIED_GHOST_RISK: retried.label})

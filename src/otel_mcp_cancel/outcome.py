@@ -68,6 +68,7 @@ class AnswerKind(enum.Enum):
     RESULT = "result"
     ERROR = "error"
     CANCEL_ACK = "cancel_ack"  # mcp 1.x answers a cancel with ErrorData(code=0, "Request cancelled")
+    TRANSPORT_FAILED = "transport_failed"  # a client's transport raised under the request: no answer will come
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Answer:
     code: int | None = None
     message: str | None = None  # a JSON-RPC error's message, as the peer sent it
     task_status: str | None = None  # the result created a task (MCP tasks), in this status (`task_status`)
+    error_type: str | None = None  # a failed transport's, named by `transport_error_type`
 
     @classmethod
     def result(cls, is_tool_error: bool, task_status: str | None = None) -> Answer:
@@ -93,6 +95,11 @@ class Answer:
     @classmethod
     def cancel_ack(cls) -> Answer:
         return cls(AnswerKind.CANCEL_ACK)
+
+    @classmethod
+    def transport_failed(cls, error: BaseException) -> Answer:
+        return cls(AnswerKind.TRANSPORT_FAILED, error_type=transport_error_type(error),
+                   message=TRANSPORT_FAILED_DESCRIPTION)
 
     @classmethod
     def connection_closed(cls) -> Answer:
@@ -111,6 +118,20 @@ CONNECTION_CLOSED_MESSAGE = "Connection closed"
 # What mcp 1.x answers a cancelled request with. A client seeing it knows the call was cancelled.
 CANCEL_ACK_CODE = 0
 CANCEL_ACK_MESSAGE = "Request cancelled"
+
+
+TRANSPORT_FAILED_DESCRIPTION = "the client's transport failed"
+
+
+def transport_error_type(error: BaseException) -> str:
+    """What a client's transport failure is called: an HTTP answer's status code (`403`, `500`: what HTTP's
+    conventions name a failed request by), else the exception's fully qualified type. Bounded by HTTP and by
+    code, never by a peer's text."""
+    status = getattr(getattr(error, "response", None), "status_code", None)
+    if type(status) is int:
+        return str(status)
+    kind = type(error)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
 def error_answer(code: int, message: str) -> Answer:
@@ -157,6 +178,8 @@ def classify(
     - An answer on the wire decides: a result is ok (failed if isError), a
       JSON-RPC error is failed. A cancel that came after it changes nothing.
       The server leaves the caller's faults' status UNSET; a client marks every error.
+    - A client's transport that raised under the request (an HTTP status, an auth flow) is failed, named by
+      the status or the exception, even though the caller then sees the transport's teardown as a cancel.
     - No answer (or only a cancel acknowledgement) after the caller cancelled
       is cancelled. If the handler had completed anyway, its answer was
       suppressed: that is a ghost. A caller's own timeout (`timed_out`, known
@@ -174,6 +197,10 @@ def classify(
         return Verdict(None, task_status=answer.task_status)  # bounded where the answer was noted
     if answer is not None and answer.kind is AnswerKind.RESULT:
         return _TOOL_ERROR if answer.is_tool_error else _OK
+    if answer is not None and answer.kind is AnswerKind.TRANSPORT_FAILED:
+        # The transport raised: the call failed, whatever cancellation then reached its caller as the transport
+        # tore down.
+        return Verdict(OUTCOME_FAILED, error_type=answer.error_type, span_error=True, description=answer.message)
     if answer is not None and answer.kind is AnswerKind.ERROR:
         code = None if answer.code is None else str(answer.code)
         return Verdict(
@@ -188,6 +215,20 @@ def classify(
         return Verdict(OUTCOME_CANCELLED, error_type=ERROR_TYPE_TIMEOUT if timed_out and cancelled else None,
                        span_error=cancelled_is_error, ghost_handler_outcome=suppressed(handler))
     return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=UNANSWERED_DESCRIPTION)
+
+
+def crossed(handler: HandlerEnd | None, answer: Answer | None) -> str | None:
+    """The handler outcome of a call whose answer was written when its caller's cancel was read: the two
+    crossed on the wire, the caller had given up, and its SDK discards the answer: a ghost. How the handler
+    ended where that was seen; else what its result says (an error answered with no handler seen, such as an
+    unknown tool's, did nothing). None for no answer, a cancel's acknowledgement, or a task's creation."""
+    if answer is None or answer.kind is AnswerKind.CANCEL_ACK or answer.task_status is not None:
+        return None
+    if handler is not None:
+        return suppressed(handler)
+    if answer.kind is AnswerKind.RESULT:
+        return OUTCOME_FAILED if answer.is_tool_error else OUTCOME_OK
+    return None
 
 
 def suppressed(handler: HandlerEnd | None) -> str | None:

@@ -61,6 +61,7 @@ class Remembered(NamedTuple):
     span_context: SpanContext
     label: str  # what it was: a ghost's risk, or why its caller gave up on it
     seen_at: float
+    call_span_id: int  # the span id of the call itself (a ghost found later has a span of its own): no retry of itself
 
 
 class RecentCalls:
@@ -75,11 +76,13 @@ class RecentCalls:
     def _fingerprint(self, scope: object, tool: str, arguments: Any) -> tuple[int, str, bytes]:
         return session_number(scope), tool, hmac.new(self._key, _canonical(arguments), hashlib.sha256).digest()
 
-    def remember(self, scope: object, tool: str, arguments: Any, span_context: SpanContext, label: str) -> None:
+    def remember(self, scope: object, tool: str, arguments: Any, span_context: SpanContext, label: str,
+                 call_span_id: int | None = None) -> None:
         key = self._fingerprint(scope, tool, arguments)
+        call = span_context.span_id if call_span_id is None else call_span_id
         with self._lock:
             self.held.pop(key, None)
-            self.held[key] = Remembered(span_context, label, time.monotonic())
+            self.held[key] = Remembered(span_context, label, time.monotonic(), call)
             while len(self.held) > CAPACITY:
                 self.held.popitem(last=False)
 

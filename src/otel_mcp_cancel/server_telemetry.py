@@ -13,17 +13,21 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
-from otel_mcp_cancel import stdio_wire, tool_registry
+from otel_mcp_cancel import outcome, stdio_wire, tool_registry
 from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping, request_fields, span_name
 from otel_mcp_cancel.conventions import (
     EVENT_CANCEL_RECEIVED,
     EVENT_RESPONSE_WRITE_INTERRUPTED,
+    GHOST_KIND_CALLER_GONE,
+    GHOST_KIND_CROSSED,
     MCP_METHOD_NAME,
     NOTIFICATIONS_CANCELLED,
     PROMPTS_GET,
     TOOL_CANCEL_MESSAGE,
     TOOL_CANCELLED_REQUEST_ID,
+    TOOLS_CALL,
 )
+from otel_mcp_cancel.crossing import AnsweredCalls
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.flushing import Delivery, Flusher
 from otel_mcp_cancel.ghost_reporting import GhostReporter, called_tool
@@ -35,7 +39,9 @@ from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
 from otel_mcp_cancel.session_telemetry import SessionRecord, SessionTelemetry, note_request
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
-CALLER_GONE = "its caller was gone (hung up, or closed its end of the pipe)"  # why a ghost's answer reached nobody
+# Why a ghost's answer reached nobody, as its WARNING says.
+CALLER_GONE = "its caller was gone (hung up, or closed its end of the pipe)"
+CROSSED = "its caller's cancel crossed it on the wire (the caller had given up, and its SDK discards the answer)"
 
 
 def parent_context(fields: Mapping[str, Any] | None) -> Context | None:
@@ -68,6 +74,7 @@ class ServerTelemetry(RequestTelemetry):
     ) -> None:
         super().__init__(tracer, instruments.server_operation_duration, current_record, options)
         self.ghosts = GhostReporter(tracer, instruments, retries, fingerprints)
+        self.answered = AnsweredCalls()
         self.delivery = Delivery(Flusher(options.tracer_provider, options.meter_provider))
         self._exit_hook: Callable[[], None] | None = None  # registered once a server serves
         # Frameworks' own registries, for a call whose tool never ran: (low-level server, name) -> its tool or None.
@@ -112,7 +119,7 @@ class ServerTelemetry(RequestTelemetry):
         with contained("reporting a ghost"):
             ghost = suppressed(record.handler)
             if ghost is not None:
-                self.ghosts.after_conclusion(record, ghost, CALLER_GONE)
+                self.ghosts.after_conclusion(record, ghost, CALLER_GONE, GHOST_KIND_CALLER_GONE)
                 self.delivery.before_kill()
 
     def process_ending(self) -> None:
@@ -133,19 +140,31 @@ class ServerTelemetry(RequestTelemetry):
         with contained("concluding answers not yet written to stdout"):
             stdio_wire.release_all()
 
+    def answering(self, record: RequestRecord) -> None:
+        """A request's answer is being written: a tools/call's is remembered, for a cancel that crosses it."""
+        if record.method == TOOLS_CALL:
+            with contained("remembering an answered call"):
+                self.answered.remember(record)
+
     def cancel_received(
-        self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None
+        self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None,
+        session: object = None,
     ) -> None:
         """One span for a `notifications/cancelled`, in flight or not, linked to the span of the request it
-        cancels where that request is still in flight, and naming its id (links are dropped by some stores).
-        A notification has no jsonrpc.request.id; the peer's reason text is on an event, never an attribute."""
+        cancels where that request is still in flight or was answered moments ago, and naming its id (links are
+        dropped by some stores). A notification has no jsonrpc.request.id; the peer's reason text is on an event,
+        never an attribute. A cancel for a tools/call already answered crossed that answer: a ghost."""
         if not is_instrumentation_enabled():
             return
         with contained("recording a cancel notification"):
+            crossed = self.answered.crossed(cancelled.session if cancelled is not None else session, request_id)
+            if cancelled is not None:
+                crossed = cancelled if cancelled.method == TOOLS_CALL else None  # answered: its answer is being written
+            target = cancelled or crossed
             attributes: dict[str, Any] = {MCP_METHOD_NAME: NOTIFICATIONS_CANCELLED}
             if request_id is not None:
                 attributes[TOOL_CANCELLED_REQUEST_ID] = bounded(str(request_id))
-            links = [Link(cancelled.span.get_span_context())] if cancelled is not None else []
+            links = [Link(target.span.get_span_context())] if target is not None else []
             span = self.tracer.start_span(
                 NOTIFICATIONS_CANCELLED,
                 context=parent_context(request_fields(params)),
@@ -156,6 +175,9 @@ class ServerTelemetry(RequestTelemetry):
             if reason is not None:
                 span.add_event(EVENT_CANCEL_RECEIVED, {TOOL_CANCEL_MESSAGE: reason})
             span.end()
+            ghost = outcome.crossed(crossed.handler, crossed.answer) if crossed is not None else None
+            if crossed is not None and ghost is not None:
+                self.ghosts.after_conclusion(crossed, ghost, CROSSED, GHOST_KIND_CROSSED)
 
     def resolve(self, record: RequestRecord) -> None:
         if not record.method_known and record.server is not None:

@@ -42,6 +42,7 @@ from otel_mcp_cancel.stdio_wire import StdioWire, follow
 SESSIONS = "server sessions (mcp.server.session.duration), and which requests came over stdio"
 TOOL_ENDS = "how a tool's own function ended: ghosts of tool calls"
 CLIENT_REQUESTS = "client spans and outcomes of the requests a client sends"
+TRANSPORT_FAILURES = "client calls whose streamable HTTP transport failed (failed, with the HTTP status or the error)"
 CLIENT_SESSIONS = "client sessions (mcp.client.session.duration), and calls whose caller closed the session"
 
 # Set in the serving task's context when it calls `stdio_server`; the transport's writer task and the handler
@@ -417,6 +418,8 @@ class ClientHooks(HookSet):
         # A request finds its session by the stream it is sent on (by id: streams are not weak-referenceable; an
         # entry leaves as its session ends). In process there is no stream, and no entry.
         self._by_stream: dict[int, ClientSessionEntry] = {}
+        # Each streamable HTTP transport's session stream (the one its writer reads), to find its requests by.
+        self._transports: weakref.WeakKeyDictionary[Any, object] = weakref.WeakKeyDictionary()
 
     def session_hooks(self, inherited: bool) -> list[Hook]:
         return [
@@ -466,7 +469,33 @@ class ClientHooks(HookSet):
                 self._telemetry.tasks.gave_up(self.session_stream(instance), connection_lost(exc))
 
     def transport_hooks(self) -> list[Hook]:
-        return client_transports.transport_hooks(self._transport)
+        http = "mcp.client.streamable_http"
+        return [
+            *client_transports.transport_hooks(self._transport),
+            # A streamable HTTP transport whose POST raised (an HTTP error status on mcp 1.x, an auth flow on either
+            # line) tears its session down: the calls in flight failed, though their callers see a cancel.
+            Hook(http, "StreamableHTTPTransport.post_writer", self._post_writer, TRANSPORT_FAILURES,
+                 ("client", "write_stream_reader", "read_stream_writer", "write_stream")),
+            Hook(http, "StreamableHTTPTransport._handle_post_request", self._post, TRANSPORT_FAILURES, ("ctx",)),
+        ]
+
+    async def _post_writer(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """The transport's writer: which session's stream it serves."""
+        if self.active:
+            with contained("following a client's transport"):
+                self._transports[instance] = arg(args, kwargs, 3, "write_stream")
+        return await wrapped(*args, **kwargs)
+
+    async def _post(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            return await wrapped(*args, **kwargs)
+        except Exception as exc:
+            if self.active:
+                with contained("noting a client transport's failure"):
+                    entry = self._by_stream.get(id(self._transports.get(instance)))
+                    for request in list(entry.in_flight) if entry is not None else ():
+                        request.note_answer(Answer.transport_failed(exc))
+            raise
 
     def _transport(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         return client_transports.remembered(wrapped, args, kwargs) if self.active else wrapped(*args, **kwargs)

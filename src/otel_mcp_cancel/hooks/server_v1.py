@@ -231,6 +231,7 @@ class ServerHooksV1(FrameworkHooks):
                             record.note_answer(Answer.error(response.code, response.message))
                         else:
                             note_result(record, response)
+                        self._telemetry.answering(record)
                         if record.method == TOOLS_LIST:
                             self._learn_listing(record, response)
             except Exception:
@@ -272,7 +273,7 @@ class ServerHooksV1(FrameworkHooks):
                 session = _receive_loop_local("self")
                 params = notification.root.params
                 if isinstance(session, ServerSession) and params.requestId not in session._in_flight:
-                    self._telemetry.cancel_received(None, params.requestId, cancel_reason(params), None)
+                    self._telemetry.cancel_received(None, params.requestId, cancel_reason(params), None, session)
         return notification
 
     def _request_validated(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

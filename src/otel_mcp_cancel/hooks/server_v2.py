@@ -140,6 +140,7 @@ class ServerHooksV2(FrameworkHooks):
         try:
             if (record := self._answering(args, kwargs)) is not None:
                 note_result(record, arg(args, kwargs, 1, "result"))
+                self._telemetry.answering(record)
         except Exception:
             fault("observing an answer")
         return await wrapped(*args, **kwargs)
@@ -149,6 +150,7 @@ class ServerHooksV2(FrameworkHooks):
             if (record := self._answering(args, kwargs)) is not None:
                 error = arg(args, kwargs, 1, "error")
                 record.note_answer(Answer.error(error.code, error.message))
+                self._telemetry.answering(record)
         return await wrapped(*args, **kwargs)
 
     def _read_ended(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -178,7 +180,7 @@ class ServerHooksV2(FrameworkHooks):
                     reason = cancel_reason(msg.params)
                     in_flight = instance._in_flight.get(key)
                     cancelled = LIVE.note_cancel(in_flight.dctx, reason) if in_flight is not None else None
-                    self._telemetry.cancel_received(msg.params, request_id, reason, cancelled)
+                    self._telemetry.cancel_received(msg.params, request_id, reason, cancelled, instance)
         return wrapped(*args, **kwargs)
 
     # -- in-process ----------------------------------------------------------
