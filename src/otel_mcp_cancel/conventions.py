@@ -181,7 +181,11 @@ GHOST_LOG_PREFIX = "mcp.ghost_response.suppressed_after_cancel_ack"
 
 # JSON-RPC codes semconv calls the caller's fault: the outcome is still failed,
 # but the server span status stays UNSET.
-CALLER_FAULT_CODES = frozenset({-32700, -32600, -32601, -32602, -32002})
+# The convention's (parse error, invalid request, method not found, invalid params, resource not found), and the
+# 2026-07-28 revision's: a header that disagrees with its body (-32020), a client capability the request needs
+# and the client did not declare (-32021), a protocol version the server does not serve (-32022, what a client
+# negotiating is answered). The convention's list predates them (docs/telemetry.md, "Deviations").
+CALLER_FAULT_CODES = frozenset({-32700, -32600, -32601, -32602, -32002, -32020, -32021, -32022})
 
 # Peer-supplied strings (reasons, names, URIs) are cut to this many characters.
 MAX_ATTRIBUTE_LENGTH = 256
