@@ -151,7 +151,8 @@ async def test_an_initialize_whose_auth_flow_raises_failed_with_the_exceptions_t
     assert point.attributes["error.type"] == OAUTH_TOKEN_ERROR
 
 
-@pytest.mark.skipif(FASTMCP_MAJOR is None or FASTMCP_MAJOR < 3, reason="FastMCP's client over streamable HTTP: 3.x and 4.x")
+@pytest.mark.skipif(FASTMCP_MAJOR is None or FASTMCP_MAJOR < 3,
+                    reason="FastMCP's client over streamable HTTP: 3.x and 4.x")
 async def test_fastmcps_client_whose_call_the_server_refuses_failed_with_the_status(captured) -> None:
     from fastmcp import Client
 
