@@ -13,7 +13,8 @@ request, answer and cancel. Then, for every call:
 - the client span's `tool.outcome` (and cancel reason) is what the caller got;
 - the server span's `tool.outcome` is what its answer on the wire says, or cancelled when none was;
 - a ghost event exactly when a finished handler's answer never reached the wire, saying how the
-  handler ended, and a ghost counter equal to the number of ghosts;
+  handler ended; a crossed ghost (a span of its own) exactly when the server answered a call whose cancel
+  it then read (the caller had given up first); and a ghost counter equal to the number of both;
 - never two answers for one id; every span ended; the server still answers at the end; nothing left
   in the plugin's bookkeeping.
 
@@ -96,6 +97,7 @@ class Server:
     finished: Callable[[], set[str]]
     spans: Callable[[], list[ServerSpan]]
     ghosts_counted: Callable[[], float]
+    crossed: Callable[[], list[str]]  # the request ids of the crossed ghosts' spans
 
 
 def in_process(captured: Captured, gates: Gates, framework: Framework) -> Server:
@@ -114,6 +116,8 @@ def in_process(captured: Captured, gates: Gates, framework: Framework) -> Server
             if span.name == "tools/call work"
         ],
         ghosts_counted=lambda: sum(point.value for point in captured.points("tool.ghost_responses")),
+        crossed=lambda: [span.attributes["jsonrpc.request.id"] for span in captured.spans.get_finished_spans()
+                         if span.name == "tool.ghost_response" and span.attributes["tool.ghost_kind"] == "crossed"],
     )
 
 
@@ -133,6 +137,8 @@ def over_stdio(sink: OtlpSink, directory: Path, gates: Gates, errors: TextIO, fr
             if span.name == "tools/call work"
         ],
         ghosts_counted=lambda: sum(point.value for point in sink.latest_points("tool.ghost_responses")),
+        crossed=lambda: [span.attributes["jsonrpc.request.id"] for span in list(sink.spans)
+                         if span.name == "tool.ghost_response" and span.attributes["tool.ghost_kind"] == "crossed"],
     )
 
 
@@ -230,9 +236,11 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
             assert not is_tool_error(last)  # the server still answers
             await until(lambda: len(server.spans()) == CALLS + 1, 60)
             with anyio.move_on_after(30):  # the ghost counter is exported on its own schedule
-                while server.ghosts_counted() != sum(GHOST_EVENT in [n for n, _ in s.events] for s in server.spans()):
+                while server.ghosts_counted() != sum(GHOST_EVENT in [n for n, _ in s.events]
+                                                     for s in server.spans()) + len(server.crossed()):
                     await anyio.sleep(0.05)
             finished = server.finished()
+            crossed = server.crossed()
             server_spans = server.spans()
             ghosts_counted = server.ghosts_counted()
         client_spans = [s for s in captured.of_kind(SpanKind.CLIENT) if s.name == "tools/call work"]
@@ -243,7 +251,7 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
     assert len(client_spans) == len(client_span_of) == CALLS + 1, "one client span per call"
     assert len(server_spans) == len(server_span_of) == CALLS + 1, "one server span per call"
 
-    ghosts = 0
+    ghosts = crossings = 0
     for key, call in calls.items():
         request_id = wire.id_of[key]
         answers = wire.answers.get(request_id, [])
@@ -274,17 +282,23 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
             reason = dict(server_span.events)[CANCEL_EVENT]["tool.cancel_message"]
             assert reason.startswith("timed out") if call.reason == "timeout" else reason == "caller cancelled"
 
+        # Answered, and its cancel reached the server after: the cancel crossed the answer.
+        crossing = request_id in wire.cancels and any(is_result(answer) for answer in answers)
+        assert (str(request_id) in crossed) == crossing, context
+        crossings += crossing
+
         # One trace: the server's span is the child of the client's.
         assert server_span.trace_id == f"{client_span.context.trace_id:032x}", context
         assert server_span.parent_span_id == f"{client_span.context.span_id:016x}", context
 
-    assert ghosts_counted == ghosts
+    assert ghosts_counted == ghosts + crossings and len(crossed) == crossings
     ends = Counter((call.got, server_span_of[str(wire.id_of[key])].attributes["tool.outcome"])
                    for key, call in calls.items())
     gave_up = sum(n for (got, _), n in ends.items() if got == "cancelled")
     print(f"\nend-to-end race, mcp {MCP_MAJOR}.x over {transport}, {CALLS} calls, seed {SEED}: "
           f"callers gave up on {gave_up}; the server cancelled {ends['cancelled', 'cancelled']} of them "
-          f"({ghosts} ghosts) and had answered {gave_up - ends['cancelled', 'cancelled']} first; "
+          f"({ghosts} ghosts) and had answered {gave_up - ends['cancelled', 'cancelled']} first "
+          f"({crossings} cancels crossed the answer); "
           f"uncancelled: ok {ends['ok', 'ok']}, failed {ends['failed', 'failed']}")
     # Every window was exercised, and the races produced every kind of ending on the server; a call
     # cancelled mid-work is cancelled on both ends, and a ghost exactly when its work was shielded.

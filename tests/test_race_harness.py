@@ -6,8 +6,10 @@ has read the cancel, so every run has interrupted calls (plain cancels) and shie
 anyway (ghosts); the other windows race at random. The tool records what really happened (finished:
 its side effect is done) and the peer records every message on the wire. The telemetry must say
 exactly that: one span per request, `tool.outcome` equal to what the caller got, a ghost event exactly
-when a finished handler's answer never reached the wire, a ghost counter equal to the number of ghosts,
-never two answers for one id, every span ended, nothing left in the plugin's bookkeeping.
+when a finished handler's answer never reached the wire, a crossed ghost (a span of its own under the call's)
+exactly when a call was answered and its cancel was read after (the cancel crossed the answer: a caller sends a
+cancel only for a call it still waits for), a ghost counter equal to the number of both, never two answers for
+one id, every span ended, nothing left in the plugin's bookkeeping.
 
 The verdict does not depend on the schedule: whatever order the races resolve in, the telemetry is
 compared with what did happen. `RACE_CALLS` and `RACE_SEED` make a bigger or another run.
@@ -94,7 +96,9 @@ async def test_randomized_cancels_agree_with_ground_truth(framework, captured, t
             spans[request_id] = span
     assert len(spans) == CALLS
 
-    ghosts = 0
+    crossed_under = {span.parent.span_id for span in captured.spans.get_finished_spans()
+                     if span.name == "tool.ghost_response" and span.attributes["tool.ghost_kind"] == "crossed"}
+    ghosts = crossings = 0
     for request_id in range(1, CALLS + 1):
         answers = peer.answers(request_id)
         results = [a for a in answers if is_result(a)]
@@ -107,11 +111,15 @@ async def test_randomized_cancels_agree_with_ground_truth(framework, captured, t
         assert ("tool.ghost_response" in events) == ghost, (request_id, plans[request_id][0], events)
         assert ("tool.request_cancelled" in events) == (got == "cancelled"), (request_id, events)
         assert span.end_time is not None
+        crossed = got == "ok" and plans[request_id][0] != "never"  # answered, and its cancel read after
+        assert (span.context.span_id in crossed_under) == crossed, (request_id, plans[request_id][0])
         ghosts += ghost
+        crossings += crossed
     counted = sum(p.value for p in captured.points("tool.ghost_responses"))
-    assert counted == ghosts
+    assert counted == ghosts + crossings and len(crossed_under) == crossings
     outcomes = Counter((plans[int(i)][0], span.attributes["tool.outcome"]) for i, span in spans.items())
-    print(f"\nrace harness, {framework} on mcp {MCP_MAJOR}.x, {CALLS} calls, seed {SEED}: {ghosts} ghosts;",
+    print(f"\nrace harness, {framework} on mcp {MCP_MAJOR}.x, {CALLS} calls, seed {SEED}: {ghosts} ghosts, "
+          f"{crossings} crossed;",
           ", ".join(f"{window} {outcome} {n}" for (window, outcome), n in sorted(outcomes.items())))
     assert len(LIVE) == len(LIVE_SESSIONS) == client_transports.open_count() == 0
     # Every window was exercised; a call cancelled mid-work is cancelled, and a ghost exactly when shielded.

@@ -137,6 +137,10 @@ async def test_a_cancel_after_the_answer_gets_its_span(captured) -> None:
         [("tool.cancel_received", {"tool.cancel_message": "too late"})],
         [("tool.cancel_received", {"tool.cancel_message": "never sent"})],
     ]
-    assert all(s.links == () for s in cancels)
     (answered,) = [s for s in captured.request_spans() if s.name == "tools/call echo"]
     assert answered.attributes["tool.outcome"] == "ok" and answered.events == ()
+    # The cancel for the answered call crossed its answer: it links to that call, whose ghost it is; the cancel
+    # for a request never sent is only its own span.
+    assert [[link.context.span_id for link in s.links] for s in cancels] == [[answered.context.span_id], []]
+    (crossed,) = [s for s in captured.spans.get_finished_spans() if s.name == "tool.ghost_response"]
+    assert (crossed.parent.span_id, crossed.attributes["tool.ghost_kind"]) == (answered.context.span_id, "crossed")
