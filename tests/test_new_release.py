@@ -12,18 +12,16 @@ import inspect
 import logging
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import anyio
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from otel_mcp_cancel import faults
 from otel_mcp_cancel.hooks import wrapping
 from otel_mcp_cancel.hooks.wrapping import Hook
-from tests.conftest import SPANS, Captured, instrumentation
+from tests.conftest import Captured, instrumentation, instrumented
 from tests.raw_peer import served_in_memory
 from tests.sdk_client import is_tool_error, sdk_client
 from tests.servers import Gates, notes_server
@@ -63,22 +61,18 @@ def telemetry(captured: Captured) -> tuple[Counter, Counter]:
 
 
 @contextmanager
-def captured_with(rewrite: Any = None) -> Iterator[Captured]:
+def captured_with(monkeypatch: pytest.MonkeyPatch, rewrite: Any = None) -> Iterator[Captured]:
     """Instrumented, every hook set's hooks passed through `rewrite` (as a release would have moved them)."""
     real_apply = wrapping.apply
-    wrapping.apply = (lambda hooks: real_apply(rewrite(list(hooks)))) if rewrite is not None else real_apply
-    SPANS.clear()
-    reader = InMemoryMetricReader()
-    try:
-        with instrumentation(meter_provider=MeterProvider(metric_readers=[reader])):
-            yield Captured(SPANS, reader)
-    finally:
-        wrapping.apply = real_apply
-        SPANS.clear()
+    with monkeypatch.context() as patch:
+        if rewrite is not None:
+            patch.setattr(wrapping, "apply", lambda hooks: real_apply(rewrite(list(hooks))))
+        with instrumented(patch) as captured:
+            yield captured
 
 
 def every_hook() -> list[Hook]:
-    with captured_with() as _, instrumentation() as instrumentor:
+    with instrumentation() as instrumentor:
         return [hook for hook_set in instrumentor._hook_sets for hook in hook_set.hooks()]
 
 
@@ -127,11 +121,11 @@ def capability(hook: Hook) -> str:
 
 
 async def test_each_hook_target_moved_by_a_release_loses_one_named_capability_and_nothing_else(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.WARNING, logger="otel_mcp_cancel")
     uninstrumented = await traffic()
-    with captured_with() as captured:
+    with captured_with(monkeypatch) as captured:
         assert await traffic() == uninstrumented
         whole_spans, whole_points = telemetry(captured)
     assert lost_lines(caplog) == [] and fault_lines(caplog) == []
@@ -139,12 +133,12 @@ async def test_each_hook_target_moved_by_a_release_loses_one_named_capability_an
     assert len(hooks) >= (25 if MCP_MAJOR == 2 else 20)
     problems = []
     for hook in hooks:
-        moves = [("renamed", renamed(hook), contextmanager(lambda: iter([None]))())]
+        moves = [("renamed", renamed(hook), nullcontext())]
         if hook.params:
             moves.append(("reshaped", None, reshaped(hook)))
         for move, rewrite, around in moves:
             caplog.clear()
-            with around, captured_with(rewrite) as captured:
+            with around, captured_with(monkeypatch, rewrite) as captured:
                 answers = await traffic()
                 spans, points = telemetry(captured)
             where = f"{hook.target_name} {move}"
