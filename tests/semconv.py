@@ -21,7 +21,9 @@ CONVENTION = yaml.safe_load((ROOT / "tests" / "data" / "semconv_mcp.yaml").read_
 TELEMETRY_DOC = (ROOT / "docs" / "telemetry.md").read_text()
 
 # JSON-RPC codes the convention calls the caller's fault on a server (common.yaml, mcp.server.status).
-CALLER_FAULT_CODES = {"-32700", "-32600", "-32601", "-32602", "-32002"}
+# The convention's caller faults, and the 2026-07-28 revision's codes that docs/telemetry.md's deviations count
+# as the caller's too.
+CALLER_FAULT_CODES = {"-32700", "-32600", "-32601", "-32602", "-32002", "-32020", "-32021", "-32022"}
 # The first protocol revision without sessions; mcp.session.id MUST NOT be set on it (registry.yaml).
 SESSIONLESS_SINCE = "2026-07-28"
 
