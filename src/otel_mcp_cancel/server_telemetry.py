@@ -79,14 +79,16 @@ class ServerTelemetry(RequestTelemetry):
         self._exit_hook: Callable[[], None] | None = None  # registered once a server serves
         # Frameworks' own registries, for a call whose tool never ran: (low-level server, name) -> its tool or None.
         self.registries: list[Callable[[Any, str], Any]] = []
-        self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=self.ghosts)
+        self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=self.ghosts,
+                                   began=self.serving)
         self.sessions = SessionTelemetry(instruments.server_session_duration, on_close=self.tasks.session_ended)
         self.on_task_answer = self.tasks.answered
         self.served_targets: set[str] = set()
 
     def serving(self) -> None:
-        """A server starts serving (a session, a stdio transport, an HTTP app's session manager): from now on,
-        and not before, the process's exit ends what waits here before the SDK's own shutdown exports."""
+        """A server starts serving (a session, a stdio transport, an HTTP app's session manager), or a task
+        begins (served in process, perhaps): from now on, and not before, the process's exit ends what waits
+        here before the SDK's own shutdown exports."""
         if self._exit_hook is None and not self.stopped:
             self._exit_hook = self.process_ending
             atexit.register(self._exit_hook)  # after the providers' own exit hooks, which export: runs first

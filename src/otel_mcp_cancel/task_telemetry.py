@@ -120,8 +120,10 @@ class TaskTelemetry:
         record_duration: Callable[[float, dict[str, Any]], None],
         cancelled_is_error: bool,
         ghosts: GhostReporter | None,
+        began: Callable[[], None] | None = None,
     ) -> None:
         self._tracer = tracer
+        self._began = began  # told as a task begins: the process's end now has a span to end
         self._record_duration = record_duration  # a point of the side's own operation-duration histogram
         self._ghosts = ghosts  # the server reports ghosts; a client sees none
         self._cancelled_is_error = cancelled_is_error
@@ -159,6 +161,8 @@ class TaskTelemetry:
             attributes=attributes,
         )
         task = TaskRecord(task_id, creation, span, work_watched, bound_to_session, kept_elsewhere)
+        if self._began is not None:
+            self._began()
         with self._lock:
             self._tasks[task_id] = task
             evicted = self._tasks.popitem(last=False)[1] if len(self._tasks) > CAPACITY else None
