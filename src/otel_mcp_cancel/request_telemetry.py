@@ -1,6 +1,6 @@
 """What a server span and a client span share: start it, make it current, classify, describe, end, measure.
 
-Every entry point is contained: a failure in telemetry is logged once per kind and never reaches the
+Every entry point is contained: a failure in telemetry is logged as a fault (`faults`) and never reaches the
 MCP server or client. Subclasses add what only their side knows (the server's ghosts).
 """
 

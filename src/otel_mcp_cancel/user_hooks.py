@@ -3,8 +3,8 @@
 `request_hook(span, request)` runs when a request's span has started; `response_hook(span, request,
 response)` runs once its outcome is on the span, before it ends. Both run for server and client spans
 (`request.side` tells which). `request.params` is the request's params as sent: it holds tool
-arguments, so what a hook records is the user's choice. A hook that raises is logged once and
-skipped; the request and its span go on unchanged.
+arguments, so what a hook records is the user's choice. A hook that raises is logged as a fault
+and skipped; the request and its span go on unchanged.
 """
 
 from __future__ import annotations
