@@ -57,10 +57,11 @@ class ClientTelemetry(RequestTelemetry):
         return record.cancel_reason == CANCEL_REASON_TIMEOUT  # the client's reasons are its own: timeout | caller
 
     def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
-        given_up = verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None
+        reason = record.cancel_reason
+        given_up = verdict.outcome == OUTCOME_CANCELLED and reason is not None
         # The client's reason is bounded (timeout | caller): an attribute too, so "our own timeouts" is a query.
-        if given_up:
-            record.span.set_attribute(TOOL_CANCEL_REASON, record.cancel_reason)
+        if given_up and reason is not None:
+            record.span.set_attribute(TOOL_CANCEL_REASON, reason)
         if given_up or self.given_up.held:  # most calls: nothing to match, nothing to remember
             try:
                 self.match_retry(record, given_up)
