@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -9,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,6 +24,7 @@ from tests.raw_peer import RawPeer, is_result
 from tests.support import until
 
 GATED_SERVER = Path(__file__).resolve().parent / "gated_server.py"
+GO_PROGRAMS = Path(__file__).resolve().parent / "clients" / "go"
 
 
 def instrumented_script(script: Path, *args: str, python: str = sys.executable) -> list[str]:
@@ -45,6 +48,21 @@ def require(what: str, found: Any, how: str) -> Any:
     if not found:
         (pytest.fail if os.environ.get("CI") else pytest.skip)(f"{what} is missing: {how}")
     return found
+
+
+def go_program(package: str) -> Path:
+    """A Go program of tests/clients/go (`.`: the client, `./server`: the server), built once a test run."""
+    return _built_go(require("go", shutil.which("go"), "install Go"), package)
+
+
+@functools.cache
+def _built_go(go: str, package: str) -> Path:
+    """Built in a folder of its own: two environments' runs at once must not share one."""
+    built = Path(tempfile.mkdtemp()) / "go_program"
+    done = subprocess.run([go, "build", "-o", str(built), package], cwd=GO_PROGRAMS, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return built
 
 
 def require_debian_binary(binary: str) -> str:

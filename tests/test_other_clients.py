@@ -6,12 +6,10 @@ missing; under CI (which installs them) a failure instead."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
@@ -20,7 +18,7 @@ import pytest
 from packaging.version import Version
 
 from examples.otlp_sink import OtlpSink, exporter_environment
-from tests.subprocess_servers import HttpServer, instrumented_command, require
+from tests.subprocess_servers import HttpServer, go_program, instrumented_command, require
 from tests.support import MCP_MAJOR, until
 
 CLIENTS = Path(__file__).resolve().parent / "clients"
@@ -39,17 +37,7 @@ def node_client() -> list[str]:
 
 
 def go_client() -> list[str]:
-    return [str(built_go_client(require("go", shutil.which("go"), "install Go")))]
-
-
-@functools.cache
-def built_go_client(go: str) -> Path:
-    """Built once a test run, in a folder of its own (two environments' runs at once must not share one)."""
-    built = Path(tempfile.mkdtemp()) / "go_client"
-    done = subprocess.run([go, "build", "-o", str(built), "."], cwd=CLIENTS / "go", capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return built
+    return [str(go_program("."))]
 
 
 # Each client: how to run it, and the cancel reasons it sends for an abort and for its own timeout.

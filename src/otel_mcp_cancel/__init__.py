@@ -27,6 +27,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.metrics import get_meter
 from opentelemetry.trace import get_tracer
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from otel_mcp_cancel import faults, tool_registry
 from otel_mcp_cancel.conventions import SCHEMA_URL
@@ -164,12 +165,16 @@ def _hook_makers() -> list[tuple[str, Callable[[Any], Any], str]]:
 
 
 def _sdk_hook_makers() -> list[tuple[str, Callable[[Any], Any], str]]:
-    if importlib.metadata.version("mcp").split(".")[0] == "1":
+    mcp_version = Version(importlib.metadata.version("mcp"))
+    if mcp_version.major == 1:
         guard = _choice(OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD, ("on", "off")) == "on"
         courtesy_cancel = _choice(OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL, ("off", "on")) == "on"
+        # Before 1.23 a client reads answers inside its receive loop, where nothing can observe one it drops.
+        late_answers = mcp_version >= Version("1.23")
         makers = [
             (SERVER, _made("otel_mcp_cancel.hooks.server_v1", "ServerHooksV1", guard=guard), "mcp"),
-            (CLIENT, _made("otel_mcp_cancel.hooks.client_v1", "ClientHooksV1", courtesy_cancel=courtesy_cancel), "mcp"),
+            (CLIENT, _made("otel_mcp_cancel.hooks.client_v1", "ClientHooksV1", courtesy_cancel=courtesy_cancel,
+                           late_answers=late_answers), "mcp"),
         ]
         # mcp 1.23 and later: experimental tasks, hooked as their engine is imported (it never is before 1.23)
         return [*makers, (SERVER, _made("otel_mcp_cancel.hooks.tasks_v1", "TaskHooksV1"), TASK_ENGINE_V1)]

@@ -21,6 +21,7 @@ TOOL_GHOST_RISK = "tool.ghost_risk"
 TOOL_GHOST_KIND = "tool.ghost_kind"
 GHOST_KIND_CALLER_GONE = "caller_gone"  # concluded cancelled as its caller left; its handler finished after
 GHOST_KIND_CROSSED = "crossed"  # answered, and its caller's cancel, sent before the answer arrived, read after
+GHOST_KIND_LATE_ANSWER = "late_answer"  # a client's: the server's answer came after the client gave up on the call
 TOOL_RETRIED_GHOST_RISK = "tool.retried_ghost_risk"  # on a call that repeats a ghost: that ghost's risk
 # On a client's call that repeats one it gave up on (same tool and arguments): why it gave up (timeout | caller).
 TOOL_RETRIED_CANCEL_REASON = "tool.retried_cancel_reason"
@@ -171,6 +172,7 @@ SERVER_OPERATION_DURATION = "mcp.server.operation.duration"
 CLIENT_OPERATION_DURATION = "mcp.client.operation.duration"
 SERVER_GHOST_RESPONSES = "tool.ghost_responses"  # this plugin's own: not in the convention's mcp.server.*
 SERVER_GHOST_RETRIES = "tool.ghost_retries"
+CLIENT_LATE_ANSWERS = "tool.late_answers"  # a client's: answers that came for calls it had given up on
 SERVER_SESSION_DURATION = "mcp.server.session.duration"
 CLIENT_SESSION_DURATION = "mcp.client.session.duration"
 

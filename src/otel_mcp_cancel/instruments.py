@@ -7,6 +7,7 @@ from typing import NamedTuple
 from opentelemetry.metrics import Counter, Histogram, Meter
 
 from otel_mcp_cancel.conventions import (
+    CLIENT_LATE_ANSWERS,
     CLIENT_OPERATION_DURATION,
     CLIENT_SESSION_DURATION,
     SERVER_GHOST_RESPONSES,
@@ -26,6 +27,7 @@ class Instruments(NamedTuple):  # a named tuple, not a frozen dataclass: made in
     server_ghost_responses: Counter
     server_ghost_retries: Counter
     client_operation_duration: Histogram
+    client_late_answers: Counter
     server_session_duration: Histogram
     client_session_duration: Histogram
 
@@ -56,6 +58,12 @@ def create_instruments(meter: Meter) -> Instruments:
             description="MCP request duration as observed on the sender, from sending until the answer arrives "
             "or the caller gives up.",
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+        ),
+        client_late_answers=meter.create_counter(
+            CLIENT_LATE_ANSWERS,
+            unit="{answer}",
+            description="Answers that reached a client for calls it had given up on (cancelled or timed out): "
+            "the server did the work its caller was told was cancelled.",
         ),
         server_session_duration=meter.create_histogram(
             SERVER_SESSION_DURATION,

@@ -231,6 +231,13 @@ def crossed(handler: HandlerEnd | None, answer: Answer | None) -> str | None:
     return None
 
 
+def late_answer(answer: Answer) -> str | None:
+    """The handler outcome of an answer that reached a client after it gave up on the call (cancelled, or its
+    timeout fired): the server did the work its caller was told was cancelled, a ghost the client sees. What the
+    result says; None for an error (no sign anything ran), a cancel's acknowledgement or a task's creation."""
+    return crossed(None, answer)
+
+
 def suppressed(handler: HandlerEnd | None) -> str | None:
     """The handler outcome of a cancelled request's handler that ran to its end anyway, its answer reaching
     nobody: a ghost. None while the handler runs or when it was interrupted. Asked as a cancelled request is

@@ -18,13 +18,16 @@ from mcp import ClientSession, types
 from mcp.shared.exceptions import McpError
 from opentelemetry.propagate import inject
 
+from otel_mcp_cancel.attributes import is_tool_error
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks.observations import (
     CLIENT_REQUESTS,
+    LATE_ANSWERS,
     WIRE_DUMP,
     ClientHooks,
+    arg,
     connection_lost,
     note_result,
     wire_params,
@@ -79,16 +82,33 @@ class ClientHooksV1(ClientHooks):
     _telemetry: ClientTelemetry
     finds_current_record = False  # nothing inside `send_request` is hooked
 
-    def __init__(self, telemetry: ClientTelemetry, *, courtesy_cancel: bool) -> None:
+    def __init__(self, telemetry: ClientTelemetry, *, courtesy_cancel: bool, late_answers: bool) -> None:
         super().__init__(telemetry)
         self._courtesy_cancel = courtesy_cancel
+        self._late_answers = late_answers
 
     def hooks(self) -> list[Hook]:
-        return [
+        hooks = [
             *self.transport_hooks(),
             *self.session_hooks(inherited=True),  # 1.x: ClientSession has BaseSession's
             Hook("mcp.shared.session", "BaseSession.send_request", self._send, CLIENT_REQUESTS, ("request",)),
         ]
+        if self._late_answers:
+            hooks.append(Hook("mcp.shared.session", "BaseSession._handle_response", self._response, LATE_ANSWERS,
+                              ("message",)))
+        return hooks
+
+    async def _response(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """Every answer the session reads, before its SDK routes it (or throws it away: a call given up on)."""
+        if self.active and self._telemetry.late_answers.held:
+            with contained("reading a late answer"):
+                answer = arg(args, kwargs, 0, "message").message.root
+                if isinstance(answer, types.JSONRPCError):
+                    seen = error_answer(answer.error.code, answer.error.message)
+                else:
+                    seen = Answer.result(is_tool_error(answer.result))
+                self._telemetry.answered_late(instance._write_stream, answer.id, seen)
+        return await wrapped(*args, **kwargs)
 
     def session_stream(self, session: Any) -> object:
         return session._write_stream
@@ -117,12 +137,14 @@ class ClientHooksV1(ClientHooks):
                 result = await wrapped(*args, **kwargs)
             except anyio.get_cancelled_exc_class():
                 record.note_cancel(CANCEL_REASON_CALLER)
+                self._telemetry.gave_up(record)
                 if self._courtesy_cancel and isinstance(instance, ClientSession):
                     await _courtesy_cancel(instance, record.request_id, "caller cancelled")
                 raise
             except McpError as exc:
                 if exc.error.code == _READ_TIMEOUT_CODE:
                     record.note_cancel(CANCEL_REASON_TIMEOUT)
+                    self._telemetry.gave_up(record)
                     if self._courtesy_cancel and isinstance(instance, ClientSession):
                         await _courtesy_cancel(instance, record.request_id, "timed out")
                 else:

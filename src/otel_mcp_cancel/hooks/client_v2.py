@@ -12,15 +12,16 @@ from typing import Any
 
 import anyio
 from mcp.shared.exceptions import MCPError
-from mcp_types import REQUEST_TIMEOUT
+from mcp_types import REQUEST_TIMEOUT, ErrorData
 from opentelemetry.trace import NonRecordingSpan, SpanKind
 
+from otel_mcp_cancel.attributes import is_tool_error
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT, JSONRPC_REQUEST_ID
 from otel_mcp_cancel.faults import contained, fault
-from otel_mcp_cancel.hooks.observations import CLIENT_REQUESTS, ClientHooks, arg, note_result
+from otel_mcp_cancel.hooks.observations import CLIENT_REQUESTS, LATE_ANSWERS, ClientHooks, arg, note_result
 from otel_mcp_cancel.hooks.wrapping import Hook
-from otel_mcp_cancel.outcome import error_answer
+from otel_mcp_cancel.outcome import Answer, error_answer
 from otel_mcp_cancel.request_state import current_client_record
 from otel_mcp_cancel.request_telemetry import Serving
 
@@ -41,6 +42,8 @@ class ClientHooksV2(ClientHooks):
                  ("method", "params")),
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._cancel_outbound", self._cancel_outbound,
                  "why a client gave up a call (tool.cancel_reason: timeout or caller)", ("request_id", "reason")),
+            Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._resolve_pending", self._resolve, LATE_ANSWERS,
+                 ("request_id", "outcome")),
             Hook("mcp.shared.jsonrpc_dispatcher", "otel_span", self._sdk_span,
                  "one CLIENT span per request (the SDK's own steps aside for ours)"),
         ]
@@ -60,10 +63,12 @@ class ClientHooksV2(ClientHooks):
                 result = await wrapped(*args, **kwargs)
             except anyio.get_cancelled_exc_class():
                 record.note_cancel(CANCEL_REASON_CALLER)
+                self._telemetry.gave_up(record)
                 raise
             except MCPError as exc:
                 if exc.error.code == REQUEST_TIMEOUT:
                     record.note_cancel(CANCEL_REASON_TIMEOUT)  # our own deadline; the peer answered nothing
+                    self._telemetry.gave_up(record)
                 else:
                     record.note_answer(error_answer(exc.error.code, exc.error.message))
                 raise
@@ -78,7 +83,20 @@ class ClientHooksV2(ClientHooks):
                 reason = arg(args, kwargs, 1, "reason")
                 timed_out = isinstance(reason, str) and reason.startswith("timed out")
                 record.note_cancel(CANCEL_REASON_TIMEOUT if timed_out else CANCEL_REASON_CALLER)
+                self._telemetry.gave_up(record)  # its waiter stops waiting: an answer from now on is thrown away
         return await wrapped(*args, **kwargs)
+
+    def _resolve(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """Every answer the dispatcher reads, before it hands it to its waiter (or drops it: a call given up on)."""
+        if self.active and self._telemetry.late_answers.held:
+            with contained("reading a late answer"):
+                request_id, outcome = arg(args, kwargs, 0, "request_id"), arg(args, kwargs, 1, "outcome")
+                if isinstance(outcome, ErrorData):
+                    seen = error_answer(outcome.code, outcome.message)
+                else:
+                    seen = Answer.result(is_tool_error(outcome))
+                self._telemetry.answered_late(getattr(instance, "_write_stream", None), request_id, seen)
+        return wrapped(*args, **kwargs)
 
     def _sdk_span(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """The SDK's client span: ours takes its place; the SDK still injects our (current) context."""

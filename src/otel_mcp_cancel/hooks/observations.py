@@ -43,6 +43,7 @@ SESSIONS = "server sessions (mcp.server.session.duration), and which requests ca
 TOOL_ENDS = "how a tool's own function ended: ghosts of tool calls"
 CLIENT_REQUESTS = "client spans and outcomes of the requests a client sends"
 TRANSPORT_FAILURES = "client calls whose streamable HTTP transport failed (failed, with the HTTP status or the error)"
+LATE_ANSWERS = "answers that reached a client after it gave up on the call (tool.late_answers)"
 CLIENT_SESSIONS = "client sessions (mcp.client.session.duration), and calls whose caller closed the session"
 
 # Set in the serving task's context when it calls `stdio_server`; the transport's writer task and the handler
@@ -449,6 +450,7 @@ class ClientHooks(HookSet):
 
     async def _leave_session(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         with contained("leaving a client session"):
+            self._telemetry.late_answers.forget(self.session_stream(instance))
             entry = self._by_stream.pop(id(self.session_stream(instance)), None)
             for request in list(entry.in_flight) if entry is not None else ():
                 # Its own code closed the session under a call: that caller gave up, whatever error the
