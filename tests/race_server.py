@@ -1,7 +1,8 @@
 """The race harnesses' server: one tool, `work`, that records ground truth when its side effect is done.
 
-`work(key, micros, shielded, fail, gated)` sleeps `micros` (or, when `gated`, holds at its gate until the
-test opens it), then records `key` as finished (its side effect), then returns `key`, or raises (an
+`work(key, micros, shielded, fail, gated, blocking)` sleeps `micros` (or, when `gated`, holds at its gate until
+the test opens it; when also `blocking`, with its event loop blocked, as a server doing synchronous work inside an
+`async` tool), then records `key` as finished (its side effect), then returns `key`, or raises (an
 isError result) when `fail`. A shielded call is a commit that, once started, completes whatever the
 caller does; an unshielded one stops where the cancel finds it.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,14 @@ class Gates:
         while not gate.exists():
             await anyio.sleep(0.001)
 
+    def hold_blocking(self, key: str) -> None:
+        """As `hold`, blocking the event loop meanwhile: synchronous work inside an `async` tool, as published
+        servers do (sqlite, a subprocess). The server reads nothing until the gate opens."""
+        (self.directory / f"{key}.started").touch()
+        gate = self.directory / f"{key}.open"
+        while not gate.exists():
+            time.sleep(0.001)
+
     def started(self, key: str) -> bool:
         """In the test: whether the handler of `key` is held at its gate."""
         return (self.directory / f"{key}.started").exists()
@@ -55,20 +65,23 @@ def race_server(on_finished: Callable[[str], None], gates: Gates, make: Callable
     """`make` builds the server by name: the SDK's high-level server, or standalone FastMCP's."""
     server = make("race")
 
-    async def side_effect(key: str, micros: int, gated: bool) -> None:
-        if gated:
+    async def side_effect(key: str, micros: int, gated: bool, blocking: bool) -> None:
+        if gated and blocking:
+            gates.hold_blocking(key)
+        elif gated:
             await gates.hold(key)
         else:
             await anyio.sleep(micros / 1e6)
         on_finished(key)
 
     @server.tool()
-    async def work(key: str, micros: int, shielded: bool, fail: bool = False, gated: bool = False) -> str:
+    async def work(key: str, micros: int, shielded: bool, fail: bool = False, gated: bool = False,
+                   blocking: bool = False) -> str:
         if shielded:
             with anyio.CancelScope(shield=True):
-                await side_effect(key, micros, gated)
+                await side_effect(key, micros, gated, blocking)
         else:
-            await side_effect(key, micros, gated)
+            await side_effect(key, micros, gated, blocking)
         if fail:
             raise ValueError(f"work {key} failed after its side effect")
         return key

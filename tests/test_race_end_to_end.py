@@ -2,9 +2,11 @@
 ground truth, on either SDK line, over memory streams and over stdio (server in a subprocess).
 
 Each call's cancel lands after its request reached the wire: at once (before the handler starts),
-mid-work, about when the handler returns, through the client's own read timeout, or never. Mid-work is
-made, not hoped for: the handler holds at a gate (`tests/race_server.py`) until the server has read the
-cancel, and the first calls take every combination of window, shielding and failing on purpose, so
+mid-work, about when the handler returns, through the client's own read timeout, or never; over stdio also
+while the server's loop is blocked (synchronous work inside an `async` tool), which then answers before it reads
+the cancel. Mid-work and the blocked loop are made, not hoped for: the handler holds at a gate
+(`tests/race_server.py`) until the server has read the cancel (or, its loop blocked, until the cancel is on its
+way), and the first calls take every combination of window, shielding and failing on purpose, so
 every run has plain cancels, ghosts and failures; the other windows race at random. The tool records
 what really happened (its side effect is done); a recorder on the wire (`tests/wire.py`) sees every
 request, answer and cancel. Then, for every call:
@@ -15,6 +17,8 @@ request, answer and cancel. Then, for every call:
 - a ghost event exactly when a finished handler's answer never reached the wire, saying how the
   handler ended; a crossed ghost (a span of its own) exactly when the server answered a call whose cancel
   it then read (the caller had given up first); and a ghost counter equal to the number of both;
+- a late answer on the client (a span of its own under the client's) only where the caller gave up and a
+  result came, and always where a blocked loop answered after the cancel (mcp 1.23 and later);
 - never two answers for one id; every span ended; the server still answers at the end; nothing left
   in the plugin's bookkeeping.
 
@@ -31,6 +35,7 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -38,6 +43,7 @@ import anyio
 import pytest
 from mcp.client.stdio import stdio_client
 from opentelemetry.trace import SpanKind
+from packaging.version import Version
 
 from examples.otlp_sink import OtlpSink, exporter_environment
 from otel_mcp_cancel.hooks import client_transports
@@ -64,6 +70,12 @@ SEED = int(os.environ.get("RACE_SEED", "20261129"))
 IN_FLIGHT = 8
 MAX_WORK_MICROS = 20_000  # long enough for a cancel to cross the client, the recorder and the server mid-work
 WINDOWS = ("at-once", "mid-work", "about-return", "timeout", "never")
+# Over stdio, a server whose loop is blocked too: held at its gate with nothing read until the test opens it (only
+# once the cancel is on its way), so it writes its answer and only then reads the cancel. In process, a blocked
+# loop would block the test with it.
+STDIO_WINDOWS = (*WINDOWS, "blocked-loop")
+# Before mcp 1.23 a client drops an answer it gave up on inside its receive loop, where nothing is hooked.
+SEES_LATE_ANSWERS = Version(version("mcp")) >= Version("1.23")
 RACE_SERVER = Path(__file__).resolve().parent / "race_server.py"
 GHOST_EVENT = "tool.ghost_response"
 CANCEL_EVENT = "tool.request_cancelled"
@@ -98,6 +110,7 @@ class Server:
     spans: Callable[[], list[ServerSpan]]
     ghosts_counted: Callable[[], float]
     crossed: Callable[[], list[str]]  # the request ids of the crossed ghosts' spans
+    windows: tuple[str, ...]
 
 
 def in_process(captured: Captured, gates: Gates, framework: Framework) -> Server:
@@ -118,6 +131,7 @@ def in_process(captured: Captured, gates: Gates, framework: Framework) -> Server
         ghosts_counted=lambda: sum(point.value for point in captured.points("tool.ghost_responses")),
         crossed=lambda: [span.attributes["jsonrpc.request.id"] for span in captured.spans.get_finished_spans()
                          if span.name == "tool.ghost_response" and span.attributes["tool.ghost_kind"] == "crossed"],
+        windows=WINDOWS,
     )
 
 
@@ -139,6 +153,7 @@ def over_stdio(sink: OtlpSink, directory: Path, gates: Gates, errors: TextIO, fr
         ghosts_counted=lambda: sum(point.value for point in sink.latest_points("tool.ghost_responses")),
         crossed=lambda: [span.attributes["jsonrpc.request.id"] for span in list(sink.spans)
                          if span.name == "tool.ghost_response" and span.attributes["tool.ghost_kind"] == "crossed"],
+        windows=STDIO_WINDOWS,
     )
 
 
@@ -146,25 +161,23 @@ def key_of(request: Any) -> Any:
     return ((request.params or {}).get("arguments") or {}).get("key")
 
 
-# The first calls take every (window, shielded, fails) combination on purpose; the rest are drawn at random.
-COVERED = [(window, shielded, fails) for fails in (False, True) for shielded in (False, True) for window in WINDOWS]
-
-
-def plan(index: int) -> tuple[str, bool, bool, random.Random]:
+def plan(index: int, windows: tuple[str, ...]) -> tuple[str, bool, bool, random.Random]:
     """Call `index`'s window, shielding and failing, and its own generator for the rest: the same
-    whichever worker sends it."""
+    whichever worker sends it. The first calls take every (window, shielded, fails) combination on purpose."""
     rng = random.Random(f"{SEED}/{index}")
-    if index <= len(COVERED):
-        return (*COVERED[index - 1], rng)
-    return rng.choice(WINDOWS), rng.random() < 0.5, rng.random() < 0.2, rng
+    covered = [(window, shielded, fails) for fails in (False, True) for shielded in (False, True) for window in windows]
+    if index <= len(covered):
+        return (*covered[index - 1], rng)
+    return rng.choice(windows), rng.random() < 0.5, rng.random() < 0.2, rng
 
 
-async def one_call(client: SdkClient, wire: Wire, gates: Gates, index: int) -> Call:
+async def one_call(client: SdkClient, wire: Wire, gates: Gates, index: int, windows: tuple[str, ...]) -> Call:
     key = str(index)
-    window, shielded, fails, rng = plan(index)
+    window, shielded, fails, rng = plan(index, windows)
     call = Call(key, window, fails, shielded)
     micros = rng.randint(0, MAX_WORK_MICROS)
-    arguments = {"key": key, "micros": micros, "shielded": shielded, "fail": fails, "gated": window == "mid-work"}
+    arguments = {"key": key, "micros": micros, "shielded": shielded, "fail": fails,
+                 "gated": window in ("mid-work", "blocked-loop"), "blocking": window == "blocked-loop"}
     timeout = rng.randint(1, micros + 1) / 1e6 if window == "timeout" else None
 
     async def attempt() -> tuple[str, str | None]:
@@ -189,6 +202,11 @@ async def one_call(client: SdkClient, wire: Wire, gates: Gates, index: int) -> C
         request_id = wire.id_of[key]
         await until(lambda: request_id in wire.cancels)
         await client.ping()
+        gates.open(key)
+    elif window == "blocked-loop":  # the server reads the cancel only after it answered: they cross
+        call.got, call.reason = await cancel_when(held_at_the_gate, attempt) or ("cancelled", "caller")
+        request_id = wire.id_of[key]
+        await until(lambda: request_id in wire.cancels)
         gates.open(key)
     else:
         call.got, call.reason = await cancel_when(on_the_wire_then_wait, attempt) or ("cancelled", "caller")
@@ -224,7 +242,7 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
 
             async def worker() -> None:
                 for index in keys:
-                    calls[str(index)] = await one_call(client, wire, gates, index)
+                    calls[str(index)] = await one_call(client, wire, gates, index, server.windows)
 
             async with anyio.create_task_group() as tg:
                 for _ in range(IN_FLIGHT):
@@ -244,6 +262,10 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
             server_spans = server.spans()
             ghosts_counted = server.ghosts_counted()
         client_spans = [s for s in captured.of_kind(SpanKind.CLIENT) if s.name == "tools/call work"]
+        late_answers = {span.attributes["jsonrpc.request.id"]: span.attributes["tool.handler_outcome"]
+                        for span in captured.spans.get_finished_spans()
+                        if span.name == "tool.ghost_response" and span.attributes["tool.ghost_kind"] == "late_answer"}
+        late_counted = sum(point.value for point in captured.points("tool.late_answers"))
         assert len(LIVE) == len(LIVE_SESSIONS) == client_transports.open_count() == 0
 
     client_span_of = {span.attributes["jsonrpc.request.id"]: span for span in client_spans}
@@ -284,29 +306,35 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
 
         # Answered, and its cancel reached the server after: the cancel crossed the answer.
         crossing = request_id in wire.cancels and any(is_result(answer) for answer in answers)
-        # Never a crossed ghost that did not cross. On mcp 1.x a cancel read between the handler's end and its
-        # answer's write is not reported yet (issue #61, open): there a crossing may go unreported.
-        assert (str(request_id) in crossed) <= crossing, context
-        if MCP_MAJOR == 2:
-            assert (str(request_id) in crossed) == crossing, context
+        assert (str(request_id) in crossed) == crossing, context
         crossings += str(request_id) in crossed
+        # The client gave up and a result came after: a late answer it threw away. Exactly so where the server's
+        # blocked loop answered long after the cancel; elsewhere the result may have come as the caller gave up.
+        late_result = call.got == "cancelled" and any(is_result(answer) for answer in answers)
+        late = late_answers.get(str(request_id))
+        assert (late is not None) <= late_result, context
+        if call.window == "blocked-loop":
+            assert (late is not None) == SEES_LATE_ANSWERS, context
+        if late is not None:
+            assert late == ("failed" if call.fails else "ok"), context
 
         # One trace: the server's span is the child of the client's.
         assert server_span.trace_id == f"{client_span.context.trace_id:032x}", context
         assert server_span.parent_span_id == f"{client_span.context.span_id:016x}", context
 
     assert ghosts_counted == ghosts + crossings and len(crossed) == crossings
+    assert late_counted == len(late_answers)
     ends = Counter((call.got, server_span_of[str(wire.id_of[key])].attributes["tool.outcome"])
                    for key, call in calls.items())
     gave_up = sum(n for (got, _), n in ends.items() if got == "cancelled")
     print(f"\nend-to-end race, mcp {MCP_MAJOR}.x over {transport}, {CALLS} calls, seed {SEED}: "
           f"callers gave up on {gave_up}; the server cancelled {ends['cancelled', 'cancelled']} of them "
           f"({ghosts} ghosts) and had answered {gave_up - ends['cancelled', 'cancelled']} first "
-          f"({crossings} cancels crossed the answer); "
+          f"({crossings} cancels crossed the answer; {len(late_answers)} late answers on the client); "
           f"uncancelled: ok {ends['ok', 'ok']}, failed {ends['failed', 'failed']}")
     # Every window was exercised, and the races produced every kind of ending on the server; a call
     # cancelled mid-work is cancelled on both ends, and a ghost exactly when its work was shielded.
-    assert {call.window for call in calls.values()} == set(WINDOWS)
+    assert {call.window for call in calls.values()} == set(server.windows)
     assert ghosts > 0 and {outcome for _, outcome in ends} == {"ok", "failed", "cancelled"}
     for key, call in calls.items():
         if call.window == "mid-work":

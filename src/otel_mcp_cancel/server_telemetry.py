@@ -146,7 +146,10 @@ class ServerTelemetry(RequestTelemetry):
         """A request's answer is being written: a tools/call's is remembered, for a cancel that crosses it."""
         if record.method == TOOLS_CALL:
             with contained("remembering an answered call"):
-                self.answered.remember(record)
+                if self.answered.remember(record):  # its caller's cancel came first and went unheard
+                    ghost = outcome.crossed(record.handler, record.answer)
+                    if ghost is not None:
+                        self.ghosts.after_conclusion(record, ghost, CROSSED, GHOST_KIND_CROSSED)
 
     def cancel_received(
         self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None,

@@ -260,7 +260,11 @@ class ServerHooksV1(FrameworkHooks):
                 cancelled = LIVE.note_cancel(instance, reason)
                 if not answering and cancelled is not None:
                     cancelled.note_answer(Answer.cancel_ack())
-                self._telemetry.cancel_received(None, instance.request_id, reason, cancelled)
+                # Answered and concluded, though not yet out of the session's in-flight table: by its session.
+                session = getattr(instance, "_session", None)
+                self._telemetry.cancel_received(None, instance.request_id, reason, cancelled, session)
+                if not getattr(instance, "_entered", True):  # its handler has not begun: the SDK drops the cancel
+                    self._telemetry.answered.unheard(session, instance.request_id)
         if answering and self.active and self._guard:
             return None  # a cancel after the answer changes nothing; letting it run would break the session
         return await wrapped(*args, **kwargs)
