@@ -20,6 +20,8 @@ from opentelemetry.trace import StatusCode
 from otel_mcp_cancel import ghost_stats
 from otel_mcp_cancel.conventions import TOOL_ERROR_DESCRIPTION
 from otel_mcp_cancel.instruments import DURATION_BUCKETS
+from tests.conftest import instrumented
+from tests.frameworks import FRAMEWORKS
 from tests.raw_peer import RawPeer, is_error, is_result, raw_session
 from tests.servers import Gates, notes_server, raising_lowlevel_server
 from tests.support import MCP_MAJOR, assert_ghost_line, until
@@ -385,3 +387,27 @@ async def test_a_cancel_notification_has_one_span_linked_to_the_request_it_cance
     assert [(e.name, dict(e.attributes)) for e in notification.events] == [
         ("tool.cancel_received", {"tool.cancel_message": "user pressed stop"})]
     assert [link.context for link in notification.links] == [cancelled.context]
+
+
+# The RPC conventions' transition (core v1.45.0, under semantic-conventions-genai v0.1.0): the opt-in's values.
+STATUS_CODE_NAMES = {
+    None: {"rpc.response.status_code"},
+    "rpc": {"rpc.status_code"},
+    "http,rpc/dup": {"rpc.response.status_code", "rpc.status_code"},
+    "rpc,rpc/dup": {"rpc.response.status_code", "rpc.status_code"},  # dup wins
+}
+
+
+@pytest.mark.parametrize("opt_in", list(STATUS_CODE_NAMES))
+async def test_the_stability_opt_in_names_the_error_code(monkeypatch, opt_in: str | None) -> None:
+    environment = {} if opt_in is None else {"OTEL_SEMCONV_STABILITY_OPT_IN": opt_in}
+    with instrumented(monkeypatch, **environment) as captured:
+        async with raw_session(notes_server(Gates(), FRAMEWORKS[0])) as peer:
+            assert is_error(await peer.call(13, "tools/call", {"arguments": {}}), -32602)
+        span = await span_for(captured, "13")
+        point = duration_point(captured, "tools/call")
+    names = STATUS_CODE_NAMES[opt_in]
+    for attributes in (span.attributes, point.attributes):
+        found = {key: value for key, value in attributes.items() if key.startswith("rpc.")}
+        assert found == dict.fromkeys(names, "-32602")
+    assert (span.attributes["error.type"], point.attributes["error.type"]) == ("-32602", "-32602")

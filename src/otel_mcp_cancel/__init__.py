@@ -38,6 +38,7 @@ from otel_mcp_cancel.environment_variables import (
     OTEL_PYTHON_MCP_CANCEL_FINGERPRINT_KEY,
     OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
     OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
+    OTEL_SEMCONV_STABILITY_OPT_IN,
 )
 from otel_mcp_cancel.ghosts import LEDGER, GhostStats, ghost_stats
 from otel_mcp_cancel.package import TASKS_EXTENSION, _instruments, _instruments_fastmcp_any
@@ -107,6 +108,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
 
     def _start_telemetry(self) -> dict[str, Any]:
         """Both sides' telemetry, made once the first hooked package was imported."""
+        from otel_mcp_cancel import attributes
         from otel_mcp_cancel.client_telemetry import ClientTelemetry
         from otel_mcp_cancel.instruments import create_instruments
         from otel_mcp_cancel.liveness import Recording
@@ -116,6 +118,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
         from otel_mcp_cancel.user_hooks import UserHooks
 
         kwargs = self._options
+        attributes.write_status_code_as(attributes.status_code_names(os.environ.get(OTEL_SEMCONV_STABILITY_OPT_IN)))
         tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=SCHEMA_URL)
         meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=SCHEMA_URL)
         instruments = create_instruments(meter)
@@ -134,6 +137,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
         return self._telemetry
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        from otel_mcp_cancel import attributes
         from otel_mcp_cancel.hooks import wrapping
 
         self._generation += 1  # an import after this one hooks nothing
@@ -143,6 +147,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
         self._hook_sets, self._applied, self._telemetry = [], [], None
         # What this instrumentation learned and counted goes with it; what is still in flight drains by itself.
         faults.reset()
+        attributes.write_status_code_as(attributes.status_code_names(None))
         LEDGER.reset()
         tool_registry.reset()
 

@@ -30,6 +30,7 @@ from otel_mcp_cancel.conventions import (
     OTHER,
     PROMPTS_GET,
     RPC_RESPONSE_STATUS_CODE,
+    RPC_STATUS_CODE,
     TASK_METHODS,
     TOOL_OUTCOME,
     TOOLS_CALL,
@@ -241,8 +242,26 @@ def _verdict_pairs(method: str, verdict: Verdict) -> tuple[tuple[str, Any], ...]
     if verdict.error_type is not None:
         attributes.append((ERROR_TYPE, verdict.error_type))
     if verdict.status_code is not None:
-        attributes.append((RPC_RESPONSE_STATUS_CODE, verdict.status_code))
+        attributes.extend((name, verdict.status_code) for name in _status_code_names)
     return tuple(attributes)
+
+
+def status_code_names(opt_in: str | None) -> tuple[str, ...]:
+    """The names a JSON-RPC error code is written under, from OTEL_SEMCONV_STABILITY_OPT_IN's value: the RPC
+    conventions' transition (core v1.45.0) from `rpc.response.status_code` to `rpc.status_code`."""
+    values = {value.strip() for value in (opt_in or "").split(",")}
+    if "rpc/dup" in values:
+        return RPC_RESPONSE_STATUS_CODE, RPC_STATUS_CODE
+    return (RPC_STATUS_CODE,) if "rpc" in values else (RPC_RESPONSE_STATUS_CODE,)
+
+
+def write_status_code_as(names: tuple[str, ...]) -> None:
+    """Chosen once per instrumentation, as contrib's instrumentations read their stability opt-in."""
+    global _status_code_names
+    _status_code_names = names
+
+
+_status_code_names = (RPC_RESPONSE_STATUS_CODE,)
 
 
 # By id: the shared verdicts live as long as this module, so no other object can have their ids.

@@ -67,6 +67,9 @@ SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
 RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
+# Core semantic conventions v1.45.0 (on which semantic-conventions-genai v0.1.0 is built) renamed it, and
+# deprecated the old name: written instead with OTEL_SEMCONV_STABILITY_OPT_IN=rpc, both with rpc/dup.
+RPC_STATUS_CODE = "rpc.status_code"
 
 # What our request spans say. A framework that writes on our span in place of its own (FastMCP, see
 # hooks/fastmcp_spans.py) adds its attributes beside these but never changes them.
@@ -99,6 +102,7 @@ REQUEST_SPAN_ATTRIBUTES = frozenset(
         SERVER_PORT,
         ERROR_TYPE,
         RPC_RESPONSE_STATUS_CODE,
+        RPC_STATUS_CODE,
     }
 )
 

@@ -26,6 +26,12 @@ OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL = "OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL
 Off by default because it changes what goes on the wire, and an uninstrumented 1.x server whose handler
 finishes after a cancel ends its session (SDK issue #2416)."""
 
+OTEL_SEMCONV_STABILITY_OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
+"""OpenTelemetry's shared opt-in, a comma-separated list; the plugin reads its `rpc` values, as the RPC
+conventions (core v1.45.0) define them, for the one RPC name it writes. Unset (default): a JSON-RPC error code is
+`rpc.response.status_code`. `rpc`: `rpc.status_code` instead. `rpc/dup`: both (it wins over `rpc`). Read when
+the first hooked package is imported after `instrument()`."""
+
 
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The GenAI instrumentations' shared opt-in. `true`: tools/call spans (server and client) carry
