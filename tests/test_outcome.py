@@ -12,6 +12,7 @@ from otel_mcp_cancel.outcome import (
     HandlerEnd,
     Verdict,
     classify,
+    classify_subscription,
     classify_task,
     task_status,
     undelivered_ghost,
@@ -141,3 +142,11 @@ def test_a_caller_whose_connection_closed_before_any_terminal_status_saw_a_failu
 )
 def test_a_finished_task_whose_result_never_reaches_its_caller_is_a_ghost(status, work, fetched, ghost) -> None:
     assert undelivered_ghost(status, work, fetched) == ghost
+
+
+def test_a_subscription_ends_ok_however_its_caller_closes_it_and_fails_only_when_refused() -> None:
+    assert classify_subscription(None) == Verdict("ok")  # cancelled, or its caller hung up
+    assert classify_subscription(Answer.result(is_tool_error=False)) == Verdict("ok")  # the server closed it
+    assert classify_subscription(Answer.connection_closed()) == Verdict("ok")
+    refused = classify_subscription(Answer.error(-32603, "Subscription limit reached"))
+    assert (refused.outcome, refused.error_type, refused.span_error) == ("failed", "-32603", True)

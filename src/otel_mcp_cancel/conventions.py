@@ -113,6 +113,9 @@ TOOLS_LIST = "tools/list"
 PROMPTS_GET = "prompts/get"
 NAMED_TARGET_METHODS = frozenset({TOOLS_CALL, PROMPTS_GET})  # their span names and metrics name a tool or prompt
 NOTIFICATIONS_CANCELLED = "notifications/cancelled"
+# A 2026-07-28 request that lives as long as its caller keeps it open (its answer ends the subscription).
+SUBSCRIPTIONS_LISTEN = "subscriptions/listen"
+SUBSCRIPTION_METHODS = frozenset({SUBSCRIPTIONS_LISTEN})
 TASKS_GET = "tasks/get"
 TASKS_RESULT = "tasks/result"
 TASKS_CANCEL = "tasks/cancel"

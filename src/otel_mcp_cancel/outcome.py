@@ -217,6 +217,17 @@ def classify(
     return Verdict(OUTCOME_FAILED, error_type=OTHER, span_error=True, description=UNANSWERED_DESCRIPTION)
 
 
+def classify_subscription(answer: Answer | None, *, caller_faults_unset: bool = True) -> Verdict:
+    """Decide the outcome of a `subscriptions/listen`, which lives as long as its caller keeps it open: the caller
+    closing it (a cancel, a hang-up, a closed stream or connection) is its normal end, as is the server's own
+    graceful close (its result): ok, no cancel, no ghost. A refused listen (an error answer), or a client's
+    transport that failed under it, failed, as any request does."""
+    closed = answer is not None and answer.kind is AnswerKind.ERROR and answer.code == CONNECTION_CLOSED_CODE
+    if answer is not None and answer.kind in (AnswerKind.ERROR, AnswerKind.TRANSPORT_FAILED) and not closed:
+        return classify(None, answer, False, caller_faults_unset=caller_faults_unset)
+    return _OK
+
+
 def crossed(handler: HandlerEnd | None, answer: Answer | None) -> str | None:
     """The handler outcome of a call whose answer was written when its caller's cancel was read: the two
     crossed on the wire, the caller had given up, and its SDK discards the answer: a ghost. How the handler

@@ -39,13 +39,14 @@ from otel_mcp_cancel.conventions import (
     NAMED_TARGET_METHODS,
     OTHER,
     OUTCOME_CANCELLED,
+    SUBSCRIPTION_METHODS,
     TOOL_CANCEL_MESSAGE,
     TOOL_CANCEL_REASON,
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.liveness import Recording
-from otel_mcp_cancel.outcome import Verdict, classify
+from otel_mcp_cancel.outcome import Verdict, classify, classify_subscription
 from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 from otel_mcp_cancel.user_hooks import UserHooks
@@ -257,10 +258,13 @@ class RequestTelemetry:
             fault(f"resolving a {role} request")
         try:
             cancelled = record.cancelled
-            verdict = classify(record.handler, record.answer, cancelled,
-                               timed_out=cancelled and self.timed_out(record),
-                               cancelled_is_error=self._cancelled_is_error,
-                               caller_faults_unset=self._caller_faults_unset)
+            if record.method in SUBSCRIPTION_METHODS:
+                verdict = classify_subscription(record.answer, caller_faults_unset=self._caller_faults_unset)
+            else:
+                verdict = classify(record.handler, record.answer, cancelled,
+                                   timed_out=cancelled and self.timed_out(record),
+                                   cancelled_is_error=self._cancelled_is_error,
+                                   caller_faults_unset=self._caller_faults_unset)
         except Exception:
             fault(f"classifying a {role} request")
             return False
@@ -302,8 +306,10 @@ class RequestTelemetry:
         if self._user_hooks is not None:
             self._user_hooks.on_response(role, record, verdict)  # after ours: the user's word is last
         try:
-            metric = record.metric_attributes(outcome)
-            self._duration.record(time.perf_counter() - record.started, metric)
+            # A subscription's life is not an operation's latency: its span alone says how long it lasted.
+            if record.method not in SUBSCRIPTION_METHODS:
+                metric = record.metric_attributes(outcome)
+                self._duration.record(time.perf_counter() - record.started, metric)
         except Exception:
             fault(f"measuring a {role} request")
         if record.ends_span:
