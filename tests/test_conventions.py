@@ -98,6 +98,8 @@ def test_every_emitted_name_and_value_is_documented() -> None:
         environment_variables.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
         environment_variables.OTEL_SEMCONV_STABILITY_OPT_IN,
         conventions.RPC_STATUS_CODE,
+        conventions.MCP_RESULT_TYPE,
+        conventions.RESULT_TYPE_INPUT_REQUIRED,
         conventions.CLIENT_LATE_ANSWERS,
         conventions.GHOST_KIND_LATE_ANSWER,
         conventions.GEN_AI_TOOL_CALL_ARGUMENTS,

@@ -22,6 +22,7 @@ from otel_mcp_cancel.conventions import (
     MCP_METHOD_NAME_ORIGINAL,
     MCP_PROTOCOL_VERSION,
     MCP_RESOURCE_URI,
+    MCP_RESULT_TYPE,
     MCP_TASK_STATUS,
     NETWORK_PROTOCOL_HTTP,
     NETWORK_PROTOCOL_NAME,
@@ -239,6 +240,8 @@ def _verdict_pairs(method: str, verdict: Verdict) -> tuple[tuple[str, Any], ...]
         attributes.append((TOOL_OUTCOME, verdict.outcome))
     if verdict.task_status is not None:
         attributes.append((MCP_TASK_STATUS, verdict.task_status))
+    if verdict.result_type is not None:
+        attributes.append((MCP_RESULT_TYPE, verdict.result_type))
     if verdict.error_type is not None:
         attributes.append((ERROR_TYPE, verdict.error_type))
     if verdict.status_code is not None:

@@ -41,6 +41,10 @@ TOOL_CANCELLED_REQUEST_ID = "tool.cancelled_request_id"
 MCP_TASK_ID = "mcp.task.id"
 MCP_TASK_STATUS = "mcp.task.status"
 MCP_TASK_STATUS_MESSAGE = "mcp.task.status_message"  # on a status event, cut to size
+# An interim answer of the 2026-07-28 multi-round-trip flow (the spec's result field `resultType`, named as the
+# task fields are): a tools/call answered `input_required` has no outcome yet; the request that completes it does.
+MCP_RESULT_TYPE = "mcp.result_type"
+RESULT_TYPE_INPUT_REQUIRED = "input_required"
 
 # Semantic-convention attributes (MCP conventions, semantic-conventions-genai).
 MCP_METHOD_NAME = "mcp.method.name"
@@ -83,6 +87,7 @@ REQUEST_SPAN_ATTRIBUTES = frozenset(
         TOOL_CANCEL_REASON,
         MCP_TASK_ID,
         MCP_TASK_STATUS,
+        MCP_RESULT_TYPE,
         MCP_METHOD_NAME,
         MCP_METHOD_NAME_ORIGINAL,
         MCP_PROTOCOL_VERSION,

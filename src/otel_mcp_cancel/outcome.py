@@ -31,6 +31,7 @@ from otel_mcp_cancel.conventions import (
     OUTCOME_OK,
     PROCESS_ENDED_DESCRIPTION,
     PROMPTS_GET,
+    RESULT_TYPE_INPUT_REQUIRED,
     TASK_CANCELLED,
     TASK_COMPLETED,
     TASK_FAILED,
@@ -81,12 +82,18 @@ class Answer:
     message: str | None = None  # a JSON-RPC error's message, as the peer sent it
     task_status: str | None = None  # the result created a task (MCP tasks), in this status (`task_status`)
     error_type: str | None = None  # a failed transport's, named by `transport_error_type`
+    input_required: bool = False  # an interim result (2026-07-28): the tool asks its caller for input first
 
     @classmethod
     def result(cls, is_tool_error: bool, task_status: str | None = None) -> Answer:
         if task_status is None:  # the answers of most requests: one shared, frozen instance each
             return _TOOL_ERROR_RESULT if is_tool_error else _RESULT
         return cls(AnswerKind.RESULT, is_tool_error=is_tool_error, task_status=task_status)
+
+    @classmethod
+    def interim(cls) -> Answer:
+        """A result that asks for input (`resultType: input_required`): the caller answers in a new request."""
+        return _INPUT_REQUIRED_RESULT
 
     @classmethod
     def error(cls, code: int | None, message: object = None) -> Answer:
@@ -110,6 +117,7 @@ class Answer:
 
 _RESULT = Answer(AnswerKind.RESULT)
 _TOOL_ERROR_RESULT = Answer(AnswerKind.RESULT, is_tool_error=True)
+_INPUT_REQUIRED_RESULT = Answer(AnswerKind.RESULT, input_required=True)
 
 # What both SDK lines answer a request whose connection closed under it with.
 CONNECTION_CLOSED_CODE = int(ERROR_TYPE_CONNECTION_CLOSED)
@@ -150,6 +158,7 @@ class Verdict:
     description: str | None = None  # the ERROR status's description: what a backend's error column shows
     ghost_handler_outcome: str | None = None  # set only for a ghost: what the handler had produced
     task_status: str | None = None  # a task's status: at its creation, or the terminal one it reached
+    result_type: str | None = None  # `input_required`: an interim answer, no outcome yet
 
     @property
     def is_ghost(self) -> bool:
@@ -162,6 +171,7 @@ _TOOL_ERROR = Verdict(
     OUTCOME_FAILED, error_type=ERROR_TYPE_TOOL_ERROR, span_error=True, description=TOOL_ERROR_DESCRIPTION
 )
 SHARED_VERDICTS = (_OK, _TOOL_ERROR)
+_INPUT_REQUIRED = Verdict(None, result_type=RESULT_TYPE_INPUT_REQUIRED)
 
 
 def classify(
@@ -189,10 +199,13 @@ def classify(
     - No answer and no cancel (a handler interrupted by a shutdown, a transport
       that failed under it) is a failure we cannot name: error.type _OTHER.
     - A result that created a task is no tool outcome yet: the task's terminal
-      status decides (`classify_task`).
+      status decides (`classify_task`). Nor is a result that asks for input
+      (`input_required`): the request that brings the input decides.
     """
     if answer is _RESULT:  # most requests: a plain result, decided in one look
         return _OK
+    if answer is _INPUT_REQUIRED_RESULT:
+        return _INPUT_REQUIRED
     if answer is not None and answer.kind is AnswerKind.RESULT and answer.task_status is not None:
         return Verdict(None, task_status=answer.task_status)  # bounded where the answer was noted
     if answer is not None and answer.kind is AnswerKind.RESULT:
@@ -234,6 +247,8 @@ def crossed(handler: HandlerEnd | None, answer: Answer | None) -> str | None:
     ended where that was seen; else what its result says (an error answered with no handler seen, such as an
     unknown tool's, did nothing). None for no answer, a cancel's acknowledgement, or a task's creation."""
     if answer is None or answer.kind is AnswerKind.CANCEL_ACK or answer.task_status is not None:
+        return None
+    if answer.input_required:  # the tool asked for input: it has not run to its end
         return None
     if handler is not None:
         return suppressed(handler)

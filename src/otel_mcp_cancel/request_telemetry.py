@@ -22,6 +22,7 @@ from otel_mcp_cancel.attributes import (
     bounded,
     captured_content,
     exception_attributes,
+    message_field,
     method_attributes,
     request_attributes,
     request_fields,
@@ -48,6 +49,7 @@ from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.liveness import Recording
 from otel_mcp_cancel.outcome import Verdict, classify, classify_subscription
 from otel_mcp_cancel.request_state import RequestRecord
+from otel_mcp_cancel.round_trips import InterimAnswers
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 from otel_mcp_cancel.user_hooks import UserHooks
 
@@ -180,6 +182,7 @@ class RequestTelemetry:
         # no name is sought as they end.
         self._names_final_at_start = self.names_target_at_start and self.known_methods is None
         self._caller_faults_unset = self.kind is SpanKind.SERVER  # see `classify`
+        self.round_trips = InterimAnswers()
 
     def stop(self) -> None:
         """uninstrument() ran: the hooks that would see answers are gone (each hook set says so; once is enough)."""
@@ -303,6 +306,11 @@ class RequestTelemetry:
             self.annotate(record, verdict)
         except Exception:
             fault(f"annotating a {role} span")
+        if record.method == TOOLS_CALL:
+            try:
+                self._follow_round_trip(record, verdict)
+            except Exception:
+                fault(f"following a {role} request's round trip")
         if self._user_hooks is not None:
             self._user_hooks.on_response(role, record, verdict)  # after ours: the user's word is last
         try:
@@ -318,6 +326,19 @@ class RequestTelemetry:
             except Exception:
                 fault(f"ending a {role} span")
         return True
+
+    def _follow_round_trip(self, record: RequestRecord, verdict: Verdict) -> None:
+        """A tools/call that brings the input an interim answer asked for links to that answer's span; an interim
+        answer is remembered for the request that will complete it (`round_trips`)."""
+        state = message_field(record.params, "requestState") if record.params is not None else None
+        if isinstance(state, str):
+            interim = self.round_trips.completed(state)
+            if interim is not None:
+                record.span.add_link(interim)
+        if verdict.result_type is not None:
+            state = message_field(record.result, "requestState")
+            if isinstance(state, str):
+                self.round_trips.remember(state, record.span.get_span_context())
 
     def conclude_later(self, record: RequestRecord) -> None:
         """Conclude a request its serving task has left (see `stdio_wire`), in its span's context as `Serving`

@@ -29,6 +29,7 @@ from otel_mcp_cancel.conventions import (
     NETWORK_TRANSPORT,
     NETWORK_TRANSPORT_PIPE,
     NETWORK_TRANSPORT_TCP,
+    RESULT_TYPE_INPUT_REQUIRED,
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import contained, fault, lost
@@ -194,6 +195,8 @@ def note_result(record: RequestRecord, result: object) -> None:
         if task is not None:
             record.task_id, record.task_ttl = task.task_id, task.ttl
             record.note_answer(Answer.result(False, task_status=task_status(task.status)))
+        elif record.method == TOOLS_CALL and message_field(result, "resultType") == RESULT_TYPE_INPUT_REQUIRED:
+            record.note_answer(Answer.interim())
         else:
             record.note_answer(Answer.result(is_tool_error(result)))
     if record.on_result is not None:
