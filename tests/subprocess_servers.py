@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -104,9 +105,31 @@ def send_line(process: subprocess.Popen, message: dict[str, Any]) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port free now for a server a test starts, from below the kernel's ephemeral range: a port the kernel
+    hands out (to any `bind(0)`, say another environment's test server, as CI runs them side by side) can then
+    never be the one this server is about to take. From 20000 up: the backends' own fixed ports (Jaeger's 13133
+    to 16686, Phoenix's 6006, Prometheus's 9090, Redis's 6379) lie below."""
+    ephemeral_from = _ephemeral_ports_start()
+    if ephemeral_from <= 20_000:  # a kernel configured to hand out nearly every port: take one of its own
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+    for _ in range(100):
+        port = random.randrange(20_000, ephemeral_from)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port below {ephemeral_from}")
+
+
+def _ephemeral_ports_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768  # Linux's default, and below the IANA range other systems use
 
 
 def stop_process(process: subprocess.Popen, signum: int = signal.SIGTERM) -> None:
