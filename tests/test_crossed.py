@@ -52,11 +52,10 @@ async def test_a_cancel_read_after_the_answer_was_written_is_a_crossed_ghost_and
     assert calls["1"].attributes["tool.outcome"] == "ok" and calls["1"].status == "UNSET"
     assert "tool.handler_outcome" not in calls["1"].attributes
     (ghost,) = [span for span in sink.spans if span.name == "tool.ghost_response"]
-    facts = {"tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+    facts = {"tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe", "tool.ghost_kind": "crossed"}
     assert (ghost.kind, ghost.trace_id, ghost.parent_span_id) == ("INTERNAL", calls["1"].trace_id,
                                                                   calls["1"].span_id)
-    assert ghost.attributes == {"gen_ai.tool.name": "blocking_insert", "jsonrpc.request.id": "1",
-                                "tool.ghost_kind": "crossed", **facts}
+    assert ghost.attributes == {"gen_ai.tool.name": "blocking_insert", "jsonrpc.request.id": "1", **facts}
     assert ghost.events == [("tool.ghost_response", facts)]
     (counted,) = sink.latest_points("tool.ghost_responses")
     assert (counted.attributes, counted.value) == (

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanKind
 
-from otel_mcp_cancel import ghost_stats, retries
+from otel_mcp_cancel import ghost_stats, memory, retries
 from otel_mcp_cancel.request_state import LIVE
 from tests.conftest import instrumented
 from tests.raw_peer import is_result, raw_session, served_in_memory
@@ -51,9 +51,10 @@ async def test_the_risk_comes_from_the_registered_annotations(framework, capture
     async with raw_session(annotated_server(gates, annotations, framework)) as peer:
         await make_ghost(peer, gates, 1, "commit", "a.md")
         span = await span_of(captured, 1)
-    assert ghost_event(span) == {"tool.handler_outcome": "ok", "tool.ghost_risk": risk}
+    assert ghost_event(span) == {"tool.handler_outcome": "ok", "tool.ghost_risk": risk, "tool.ghost_kind": "suppressed"}
     (ghosts,) = captured.points("tool.ghost_responses")
     assert ghosts.attributes["tool.ghost_risk"] == risk == ghost_event(span)["tool.ghost_risk"]
+    assert ghosts.attributes["tool.ghost_kind"] == "suppressed" == span.attributes["tool.ghost_kind"]
     assert span.attributes["tool.ghost_risk"] == risk  # one string: event, attribute and metric
     assert ghost_stats().by_risk[risk] == before + 1
 
@@ -131,7 +132,7 @@ class FakeTime:
 
 async def test_a_retry_after_the_window_is_not_linked(framework, captured, monkeypatch) -> None:
     clock = FakeTime()
-    monkeypatch.setattr(retries, "time", clock)
+    monkeypatch.setattr(memory, "time", clock)
     gates = Gates()
     async with raw_session(notes_server(gates, framework)) as peer:
         await make_ghost(peer, gates, 1, "shielded_write", "a.md")
@@ -182,10 +183,11 @@ def test_the_retry_table_stays_within_its_bound() -> None:
     table = retries.RecentCalls(window_seconds=300)
     session = Session()
     for n in range(100_000):
-        table.remember(session, "commit", {"path": f"{n}.md"}, span_context=INVALID_SPAN_CONTEXT, label="unsafe")
+        table.remember(session, table.key_of("commit", {"path": f"{n}.md"}), span_context=INVALID_SPAN_CONTEXT,
+                       label="unsafe")
     assert len(table) == retries.CAPACITY
-    assert table.find(session, "commit", {"path": "99999.md"}) is not None
-    assert table.find(session, "commit", {"path": "0.md"}) is None  # oldest out
+    assert table.find(session, table.key_of("commit", {"path": "99999.md"})) is not None
+    assert table.find(session, table.key_of("commit", {"path": "0.md"})) is None  # oldest out
     assert len(LIVE) == 0
 
 

@@ -161,9 +161,10 @@ def test_one_string_from_the_code_to_every_shipped_file() -> None:
     assert f'== "{conventions.TOOLS_CALL}"' in collector
     for text in (dashboard, alerts):
         assert f'{prometheus_name(conventions.SERVER_OPERATION_DURATION)}_seconds' in text
-        assert f"{prometheus_name(conventions.SERVER_GHOST_RESPONSES)}_total" in text
+        assert f"{prometheus_name(conventions.GHOST_RESPONSES)}_total" in text
         assert f"{prometheus_name(conventions.SERVER_GHOST_RETRIES)}_total" in text
         assert prometheus_name(conventions.TOOL_GHOST_RISK) in text
+        assert prometheus_name(conventions.TOOL_GHOST_KIND) in text  # every ghost by kind
         assert prometheus_name(conventions.GEN_AI_TOOL_NAME) in text
         assert f'{prometheus_name(conventions.TOOL_OUTCOME)}="{conventions.OUTCOME_FAILED}"' in text
         assert f'{prometheus_name(conventions.MCP_METHOD_NAME)}="{conventions.TOOLS_CALL}"' in text
@@ -259,7 +260,8 @@ async def check_every_query(prometheus: Prometheus, sink: OtlpSink) -> None:
     assert list(prometheus.query(failed).values()) == [4.0]
 
     (ghosts,) = dashboard["Ghost responses (since the server started)"]
-    assert values(prometheus.query(ghosts), "gen_ai_tool_name", "tool_ghost_risk") == {("shielded_write", "unsafe"): 1}
+    assert values(prometheus.query(ghosts), "gen_ai_tool_name", "tool_ghost_kind", "tool_ghost_risk") == {
+        ("shielded_write", "suppressed", "unsafe"): 1}
     (retries,) = dashboard["Retries of ghosts (since the server started)"]
     assert values(prometheus.query(retries), "gen_ai_tool_name", "tool_ghost_risk") == {("shielded_write", "unsafe"): 1}
     recent_ghosts, recent_retries = dashboard["Ghosts and retries of ghosts (in the last 5 minutes)"]

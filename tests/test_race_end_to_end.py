@@ -128,7 +128,8 @@ def in_process(captured: Captured, gates: Gates, framework: Framework) -> Server
             for span in captured.of_kind(SpanKind.SERVER)
             if span.name == "tools/call work"
         ],
-        ghosts_counted=lambda: sum(point.value for point in captured.points("tool.ghost_responses")),
+        ghosts_counted=lambda: sum(point.value for point in captured.points("tool.ghost_responses")
+                                   if point.attributes["tool.ghost_kind"] != "late_answer"),  # the server's
         crossed=lambda: [span.attributes["jsonrpc.request.id"] for span in captured.spans.get_finished_spans()
                          if span.name == "tool.ghost_response" and span.attributes["tool.ghost_kind"] == "crossed"],
         windows=WINDOWS,
@@ -265,7 +266,8 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
         late_answers = {span.attributes["jsonrpc.request.id"]: span.attributes["tool.handler_outcome"]
                         for span in captured.spans.get_finished_spans()
                         if span.name == "tool.ghost_response" and span.attributes["tool.ghost_kind"] == "late_answer"}
-        late_counted = sum(point.value for point in captured.points("tool.late_answers"))
+        late_counted = sum(point.value for point in captured.points("tool.ghost_responses")
+                           if point.attributes["tool.ghost_kind"] == "late_answer")
         assert len(LIVE) == len(LIVE_SESSIONS) == client_transports.open_count() == 0
 
     client_span_of = {span.attributes["jsonrpc.request.id"]: span for span in client_spans}
@@ -297,9 +299,10 @@ async def test_randomized_cancels_agree_with_ground_truth_on_both_ends(
             ghost_attributes = dict(server_span.events)[GHOST_EVENT]
             assert ghost_attributes["tool.handler_outcome"] == ("failed" if call.fails else "ok"), context
         # A ghost's facts are span attributes too, and a span without them is not a ghost.
-        ghost_facts = {key: server_span.attributes.get(key) for key in ("tool.handler_outcome", "tool.ghost_risk")}
+        ghost_keys = ("tool.handler_outcome", "tool.ghost_risk", "tool.ghost_kind")
+        ghost_facts = {key: server_span.attributes.get(key) for key in ghost_keys}
         assert ghost_facts == (dict(server_span.events)[GHOST_EVENT] if GHOST_EVENT in events else
-                               {"tool.handler_outcome": None, "tool.ghost_risk": None}), context
+                               dict.fromkeys(ghost_keys)), context
         if CANCEL_EVENT in events:
             reason = dict(server_span.events)[CANCEL_EVENT]["tool.cancel_message"]
             assert reason.startswith("timed out") if call.reason == "timeout" else reason == "caller cancelled"

@@ -234,20 +234,21 @@ async def test_ghost(framework, captured, plugin_log, ghost_log_spans, tool: str
         await peer.barrier("after")
         assert_no_answer_but_the_acknowledgement(peer, 30)
     assert gates.side_effects == ["note.md"]
-    ghost = {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}
+    ghost = {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown", "tool.ghost_kind": "suppressed"}
     # On the span as attributes too: stores and spanmetrics that index attributes only can find it.
     assert framework.our_attributes(span) == tools_call_attributes(peer, "30", tool, "cancelled", **ghost)
     assert span.status.status_code is StatusCode.UNSET
     assert framework.our_events(span) == [
         ("tool.request_cancelled", {"tool.cancel_message": "timed out after 1.0s"}),
-        ("tool.ghost_response", {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}),
+        ("tool.ghost_response", {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown",
+                                 "tool.ghost_kind": "suppressed"}),
     ]
     (ghosts,) = captured.points("tool.ghost_responses")
     assert dict(ghosts.attributes) == {
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": tool,
         "tool.handler_outcome": handler_outcome,
-        "tool.ghost_risk": "unknown",
+        "tool.ghost_risk": "unknown", "tool.ghost_kind": "suppressed",
     }
     assert ghosts.value == 1
     assert ghosts.attributes["tool.handler_outcome"] == framework.our_events(span)[1][1]["tool.handler_outcome"]
@@ -340,17 +341,18 @@ async def test_other_methods_get_cancel_and_ghost_handling_without_tool_outcome(
         "mcp.resource.uri": "notes://today",
         "mcp.protocol.version": peer.protocol_version,
         "tool.handler_outcome": "ok",
-        "tool.ghost_risk": "none",
+        "tool.ghost_risk": "none", "tool.ghost_kind": "suppressed",
     }
     assert framework.our_events(span) == [
         ("tool.request_cancelled", {"tool.cancel_message": "navigated away"}),
-        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "none"}),
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "none",
+                                 "tool.ghost_kind": "suppressed"}),
     ]
     (ghosts,) = captured.points("tool.ghost_responses")
     assert dict(ghosts.attributes) == {
         "mcp.method.name": "resources/read",
         "tool.handler_outcome": "ok",
-        "tool.ghost_risk": "none",
+        "tool.ghost_risk": "none", "tool.ghost_kind": "suppressed",
     }
     assert "tool.outcome" not in duration_point(captured, "resources/read").attributes
     assert len(plugin_log()) == 1

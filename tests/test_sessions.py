@@ -303,7 +303,8 @@ async def test_a_caller_that_hung_up_gave_up_and_work_finished_after_is_a_ghost(
         span = spans[request_id]
         assert span.attributes["tool.outcome"] == "cancelled", request_id
         assert span.attributes.get("tool.handler_outcome") == handler_outcome, request_id
-        ghost = [("tool.ghost_response", {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}),
+        ghost = [("tool.ghost_response", {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown",
+                                          "tool.ghost_kind": "caller_gone"}),
                  *write_cut] if handler_outcome else []
         assert "error.type" not in span.attributes
         assert framework.our_events(span) == [("tool.request_cancelled", {}), *ghost], request_id

@@ -117,9 +117,8 @@ async def test_a_handler_that_finishes_after_its_caller_left_is_a_ghost_under_th
     (ghost,) = [span for span in sink.spans if span.name == "tool.ghost_response"]
     assert (ghost.scope, ghost.kind, ghost.trace_id, ghost.parent_span_id) == (
         SCOPE, "INTERNAL", span.trace_id, span.span_id)
-    facts = {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}
-    assert ghost.attributes == {"gen_ai.tool.name": "threaded_write", "jsonrpc.request.id": "1",
-                                "tool.ghost_kind": "caller_gone", **facts}
+    facts = {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown", "tool.ghost_kind": "caller_gone"}
+    assert ghost.attributes == {"gen_ai.tool.name": "threaded_write", "jsonrpc.request.id": "1", **facts}
     assert ghost.events == [("tool.ghost_response", facts)]
     (counted,) = sink.latest_points("tool.ghost_responses")
     assert (counted.attributes, counted.value) == ({"mcp.method.name": "tools/call",

@@ -71,7 +71,8 @@ async def test_a_failing_detail_costs_only_that_detail(captured, plugin_log, mon
     ghost = spans["1"]
     assert (ghost.name, ghost.attributes["tool.outcome"]) == ("tools/call shielded_write", "cancelled")
     assert [(e.name, dict(e.attributes)) for e in ghost.events][1:] == [
-        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"})
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown",
+                                 "tool.ghost_kind": "suppressed"})
     ]
     unknown = spans["2"]
     assert (unknown.name, unknown.attributes["tool.outcome"]) == ("tools/call", "failed")

@@ -3,29 +3,21 @@ sessions' durations."""
 
 from __future__ import annotations
 
-import logging
-
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
 from otel_mcp_cancel.attributes import bounded, message_field, tool_arguments
 from otel_mcp_cancel.conventions import (
     CANCEL_REASON_TIMEOUT,
-    EVENT_GHOST_SUPPRESSED,
-    GEN_AI_TOOL_NAME,
     GHOST_KIND_LATE_ANSWER,
-    GHOST_LOG_PREFIX,
     INITIALIZE,
-    JSONRPC_REQUEST_ID,
-    MCP_METHOD_NAME,
     OUTCOME_CANCELLED,
     TOOL_CANCEL_REASON,
-    TOOL_GHOST_KIND,
-    TOOL_HANDLER_OUTCOME,
     TOOL_RETRIED_CANCEL_REASON,
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import fault
+from otel_mcp_cancel.ghost_reporting import GhostEmitter
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.late_answers import GivenUpCalls
 from otel_mcp_cancel.outcome import Answer, Verdict, late_answer
@@ -34,8 +26,6 @@ from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions, Wai
 from otel_mcp_cancel.retries import RecentCalls
 from otel_mcp_cancel.session_telemetry import SessionTelemetry
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
-
-logger = logging.getLogger("otel_mcp_cancel")
 
 # The answers that carry the protocol version a session speaks: the handshake's, and the 2026-07-28 discovery's.
 VERSION_METHODS = frozenset({INITIALIZE, "server/discover"})
@@ -50,7 +40,7 @@ class ClientTelemetry(RequestTelemetry):
         super().__init__(tracer, instruments.client_operation_duration, current_client_record, options)
         self.given_up = given_up
         self.late_answers = GivenUpCalls()
-        self._late_answer_count = instruments.client_late_answers
+        self.ghosts = GhostEmitter(tracer, instruments.ghost_responses)
         self.sessions = SessionTelemetry(instruments.client_session_duration)
         self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=None)
 
@@ -96,14 +86,13 @@ class ClientTelemetry(RequestTelemetry):
         reason) is remembered, for its own retries."""
         if record.method != TOOLS_CALL or record.target is None:
             return
-        arguments = tool_arguments(record.params)
-        repeated = self.given_up.find(self, record.target, arguments)
+        key = self.given_up.key_of(record.target, tool_arguments(record.params))
+        repeated = self.given_up.find(self, key)
         if repeated is not None:
             record.span.add_link(repeated.span_context)
             record.span.set_attribute(TOOL_RETRIED_CANCEL_REASON, repeated.label)
         if given_up and record.cancel_reason is not None:
-            self.given_up.remember(self, record.target, arguments, record.span.get_span_context(),
-                                   record.cancel_reason)
+            self.given_up.remember(self, key, record.span.get_span_context(), record.cancel_reason)
 
     def gave_up(self, record: RequestRecord) -> None:
         """`record`'s caller gave up on it: an answer may still come (`answered_late`)."""
@@ -111,39 +100,11 @@ class ClientTelemetry(RequestTelemetry):
 
     def answered_late(self, session: object, request_id: object, answer: Answer) -> None:
         """An answer for `request_id` reached `session`, which no longer waits for it. If its call was given up on
-        and the answer says the server did the work, that is a ghost the client sees: on a span of its own, a
-        child of the call's (ended) span, with `tool.ghost_kind=late_answer`, counted, and a WARNING in its
-        context."""
-        record = self.late_answers.answered(session, request_id)
-        handler_outcome = late_answer(answer) if record is not None else None
-        if record is None or handler_outcome is None:
-            return
-        reason = record.cancel_reason
-        facts: dict = {MCP_METHOD_NAME: record.method, TOOL_HANDLER_OUTCOME: handler_outcome}
-        tool = record.target if record.method == TOOLS_CALL else None
-        if tool is not None:
-            facts[GEN_AI_TOOL_NAME] = tool
-        if reason is not None:
-            facts[TOOL_CANCEL_REASON] = reason
-        self._late_answer_count.add(1, facts)
-        attributes = {key: value for key, value in facts.items() if key != MCP_METHOD_NAME}  # not a second call
-        attributes[TOOL_GHOST_KIND] = GHOST_KIND_LATE_ANSWER
-        attributes[JSONRPC_REQUEST_ID] = bounded(str(request_id))
-        span = self.tracer.start_span(EVENT_GHOST_SUPPRESSED, context=trace.set_span_in_context(record.span),
-                                      kind=SpanKind.INTERNAL, attributes=attributes)
-        try:
-            span.add_event(EVENT_GHOST_SUPPRESSED, {TOOL_HANDLER_OUTCOME: handler_outcome})
-            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                logger.warning(
-                    "%s: %s answer of %s%s (request id %r) reached this client after it gave up on the call (%s); "
-                    "the server did the work its caller was told was cancelled",
-                    GHOST_LOG_PREFIX,
-                    handler_outcome,
-                    record.method,
-                    f" tool {tool!r}" if tool is not None else "",
-                    request_id,
-                    reason,
-                    extra={**facts, JSONRPC_REQUEST_ID: attributes[JSONRPC_REQUEST_ID]},
-                )
-        finally:
-            span.end()
+        and the answer says the server did the work, that is a ghost the client sees (`tool.ghost_kind=late_answer`)
+        on a span of its own, a child of the call's (ended) span."""
+        subject = self.late_answers.answered(session, request_id)
+        handler_outcome = late_answer(answer) if subject is not None else None
+        if subject is not None and handler_outcome is not None:
+            # Named by the id the answer carries: the one this client sent
+            self.ghosts.emit(subject._replace(request_id=request_id), handler_outcome, GHOST_KIND_LATE_ANSWER,
+                             "its caller gave up on the call")

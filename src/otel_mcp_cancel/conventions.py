@@ -18,10 +18,20 @@ TOOL_OUTCOME = "tool.outcome"
 TOOL_HANDLER_OUTCOME = "tool.handler_outcome"
 TOOL_GHOST_RISK = "tool.ghost_risk"
 # On a ghost's own span (one found after its call's span was decided): how its answer was lost.
-TOOL_GHOST_KIND = "tool.ghost_kind"
+TOOL_GHOST_KIND = "tool.ghost_kind"  # on every ghost, its span, its event, its point and its WARNING
+GHOST_KIND_SUPPRESSED = "suppressed"  # cancelled while running, its handler finished: its answer was not written
 GHOST_KIND_CALLER_GONE = "caller_gone"  # concluded cancelled as its caller left; its handler finished after
 GHOST_KIND_CROSSED = "crossed"  # answered, and its caller's cancel, sent before the answer arrived, read after
 GHOST_KIND_LATE_ANSWER = "late_answer"  # a client's: the server's answer came after the client gave up on the call
+# A task's work done, its caller believing it was not:
+GHOST_KIND_TASK_CANCELLED = "task_cancelled"  # the task was cancelled while its work ran on to its end
+GHOST_KIND_TASK_CANCEL_LATE = "task_cancel_late"  # a tasks/cancel came after the task had finished
+GHOST_KIND_TASK_SESSION_ENDED = "task_session_ended"  # its session ended before its caller was told how it ended
+GHOST_KIND_TASK_EXPIRED = "task_expired"  # its result expired before its caller asked
+GHOST_KIND_TASK_PROCESS_ENDED = "task_process_ended"  # the server's process ended before its caller was told
+GHOST_KINDS = (GHOST_KIND_SUPPRESSED, GHOST_KIND_CALLER_GONE, GHOST_KIND_CROSSED, GHOST_KIND_LATE_ANSWER,
+               GHOST_KIND_TASK_CANCELLED, GHOST_KIND_TASK_CANCEL_LATE, GHOST_KIND_TASK_SESSION_ENDED,
+               GHOST_KIND_TASK_EXPIRED, GHOST_KIND_TASK_PROCESS_ENDED)
 TOOL_RETRIED_GHOST_RISK = "tool.retried_ghost_risk"  # on a call that repeats a ghost: that ghost's risk
 # On a client's call that repeats one it gave up on (same tool and arguments): why it gave up (timeout | caller).
 TOOL_RETRIED_CANCEL_REASON = "tool.retried_cancel_reason"
@@ -182,9 +192,9 @@ SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
 # Metrics.
 SERVER_OPERATION_DURATION = "mcp.server.operation.duration"
 CLIENT_OPERATION_DURATION = "mcp.client.operation.duration"
-SERVER_GHOST_RESPONSES = "tool.ghost_responses"  # this plugin's own: not in the convention's mcp.server.*
+# This plugin's own, not in the convention's mcp.*: every ghost, a server's or a client's, by tool.ghost_kind.
+GHOST_RESPONSES = "tool.ghost_responses"
 SERVER_GHOST_RETRIES = "tool.ghost_retries"
-CLIENT_LATE_ANSWERS = "tool.late_answers"  # a client's: answers that came for calls it had given up on
 SERVER_SESSION_DURATION = "mcp.server.session.duration"
 CLIENT_SESSION_DURATION = "mcp.client.session.duration"
 

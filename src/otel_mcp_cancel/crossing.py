@@ -9,63 +9,93 @@ MAX_REMEMBERED answered tools/calls, for CROSSING_SECONDS each; a cancel for one
 mcp 1.x also drops a cancel read before its request's handler began (`RequestResponder.cancel` raises, and the
 receive loop logs and goes on): that call then runs and answers a caller that had given up, the same crossing the
 other way round. Such a cancel is remembered as unheard, and the answer that follows is taken as crossed.
+
+A crossed ghost is emitted once its call is concluded (its tool's name then known to be served or not): at the
+conclusion, for a cancel read before it; at the cancel, from what the conclusion left, for one read after.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-import weakref
-from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
 
+from opentelemetry.trace import SpanContext
+
+from otel_mcp_cancel import outcome
+from otel_mcp_cancel.ghost_reporting import GhostSubject
+from otel_mcp_cancel.memory import Memory
 from otel_mcp_cancel.request_state import RequestRecord
 
 MAX_REMEMBERED = 64  # answered tools/calls per session
+MAX_SESSIONS_REMEMBERED = 1024  # sessions' worth of them in all
 CROSSING_SECONDS = 10.0  # a cancel crosses an answer written moments before it is read, not minutes
 
 
-class AnsweredCalls:
+class AnsweredCall:
+    """A tools/call whose answer was written: its span, and, once it was concluded, its ghost's subject."""
+
+    __slots__ = ("call", "subject", "handler_outcome", "crossed")
+
+    def __init__(self, call: SpanContext) -> None:
+        self.call = call
+        self.subject: GhostSubject | None = None  # set as it is concluded
+        self.handler_outcome: str | None = None  # what its handler did, if a crossing would make it a ghost
+        self.crossed = False  # a cancel for it was read before it was concluded
+
+
+# Reports a crossed ghost: (its subject, its handler's outcome, the session it came in).
+Report = Callable[[GhostSubject, str, object], None]
+
+
+class Crossings:
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_session: weakref.WeakKeyDictionary[Any, OrderedDict[str, tuple[RequestRecord, float]]] = (
-            weakref.WeakKeyDictionary())
-        self._unheard: weakref.WeakKeyDictionary[Any, OrderedDict[str, float]] = weakref.WeakKeyDictionary()
+        self._answered: Memory[AnsweredCall] = Memory(MAX_REMEMBERED, MAX_REMEMBERED * MAX_SESSIONS_REMEMBERED,
+                                                      CROSSING_SECONDS)
+        self._unheard: Memory[bool] = Memory(MAX_REMEMBERED, MAX_REMEMBERED * MAX_SESSIONS_REMEMBERED,
+                                             CROSSING_SECONDS)
 
-    def remember(self, record: RequestRecord) -> bool:
-        """`record`'s answer is being written. True when its caller's cancel was read before and went unheard."""
-        session = record.session
-        if session is None or record.request_id is None:
-            return False
-        key, now = str(record.request_id), time.monotonic()
-        with self._lock:
-            answered = self._by_session.get(session)
-            if answered is None:
-                answered = self._by_session[session] = OrderedDict()
-            answered[key] = (record, now)
-            if len(answered) > MAX_REMEMBERED:
-                answered.popitem(last=False)
-            unheard = self._unheard.get(session)
-            cancelled_at = unheard.pop(key, None) if unheard is not None else None
-        return cancelled_at is not None and now - cancelled_at <= CROSSING_SECONDS
-
-    def unheard(self, session: Any, request_id: object) -> None:
-        """A cancel for `request_id` was read before its handler began, and the SDK dropped it."""
+    def answering(self, record: RequestRecord) -> None:
+        """`record`'s (a tools/call's) answer is being written."""
+        session, request_id = record.session, record.request_id
         if session is None or request_id is None:
             return
-        with self._lock:
-            unheard = self._unheard.get(session)
-            if unheard is None:
-                unheard = self._unheard[session] = OrderedDict()
-            unheard[str(request_id)] = time.monotonic()
-            if len(unheard) > MAX_REMEMBERED:
-                unheard.popitem(last=False)
+        key = str(request_id)
+        if self._unheard.held and self._unheard.take(session, key):  # its caller's cancel came first, unheard
+            record.crossed = True
+            return
+        entry = AnsweredCall(record.span.get_span_context())
+        self._answered.put(session, key, entry)
+        record.answered_call = entry
 
-    def crossed(self, session: Any, request_id: object) -> RequestRecord | None:
-        """The tools/call of `session` a cancel for `request_id` crossed, answered within CROSSING_SECONDS; taken."""
-        with self._lock:
-            answered = self._by_session.get(session)
-            found = answered.pop(str(request_id), None) if answered is not None else None
-        if found is None or time.monotonic() - found[1] > CROSSING_SECONDS:
+    def unheard(self, session: object, request_id: object) -> None:
+        """A cancel for `request_id` was read before its handler began, and the SDK dropped it."""
+        if session is not None and request_id is not None:
+            self._unheard.put(session, str(request_id), True)
+
+    def cancel_read(self, session: object, request_id: object, report: Report) -> SpanContext | None:
+        """A cancel for `request_id` was read in `session`, which no longer has it in flight: the span of the call
+        it crossed, if it crossed one, whose ghost is reported now or as it is concluded."""
+        entry = self._answered.take(session, str(request_id)) if self._answered.held else None
+        if entry is None:
             return None
-        return found[0]
+        if entry.subject is None:
+            entry.crossed = True
+        elif entry.handler_outcome is not None:
+            report(entry.subject, entry.handler_outcome, session)
+        return entry.call
+
+    def concluded(self, record: RequestRecord, subject: Callable[[RequestRecord], GhostSubject],
+                  report: Report) -> None:
+        """`record` (a tools/call) was concluded: a crossing read before now is reported; else what a cancel
+        read later needs is left for it."""
+        entry = record.answered_call
+        if not record.crossed and entry is None:
+            return
+        handler_outcome = outcome.crossed(record.handler, record.answer)
+        if handler_outcome is None and entry is None:
+            return
+        if record.crossed or (entry is not None and entry.crossed):
+            if handler_outcome is not None:
+                report(subject(record), handler_outcome, record.session)
+            return
+        if entry is not None and handler_outcome is not None:
+            entry.subject, entry.handler_outcome = subject(record), handler_outcome

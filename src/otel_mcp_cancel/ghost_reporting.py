@@ -1,15 +1,21 @@
-"""A server's ghosts, wherever they are found (a request's conclusion, a task's end, a late `tasks/cancel`):
-marked on the span that carries them with their risk, counted, logged as a WARNING in that span's context and
-remembered for retries; and a retry of one matched to it. Request and task telemetry both report through here."""
+"""The one ghost emitter, for the server, the client and tasks: wherever a ghost is found (a request's conclusion,
+a cancel that crossed an answer, a handler that ended after its caller left, a task, an answer a client threw
+away), it is marked with its kind on the span that carries it (the call's own while it is open, a
+`tool.ghost_response` child of the call's once it has ended, or a task's), counted by kind on one counter, logged
+as the WARNING in that span's context, and (a server's) remembered for the calls that retry it.
+
+A ghost found after its call's record is gone is emitted from a `GhostSubject`: the few bounded facts about the
+call that the emitter needs, made while the record was there. It holds no record, no session and no argument."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Tracer
+from opentelemetry.metrics import Counter
+from opentelemetry.trace import Span, SpanContext, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import bounded, camel_case, tool_arguments
@@ -17,12 +23,14 @@ from otel_mcp_cancel.conventions import (
     EVENT_GHOST_RETRIED,
     EVENT_GHOST_SUPPRESSED,
     GEN_AI_TOOL_NAME,
+    GHOST_KIND_LATE_ANSWER,
     GHOST_LOG_PREFIX,
     GHOST_RISK_UNKNOWN,
     JSONRPC_REQUEST_ID,
     MCP_METHOD_NAME,
     MCP_TASK_ID,
     TOOL_CALL_FINGERPRINT,
+    TOOL_CANCEL_REASON,
     TOOL_GHOST_KIND,
     TOOL_GHOST_RISK,
     TOOL_HANDLER_OUTCOME,
@@ -31,24 +39,106 @@ from otel_mcp_cancel.conventions import (
 )
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.ghosts import LEDGER
-from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import ghost_risk
 from otel_mcp_cancel.request_state import RequestRecord
-from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
+from otel_mcp_cancel.retries import CallFingerprints, CallKey, RecentCalls
 
 logger = logging.getLogger("otel_mcp_cancel")
 
-_GHOST_METRIC_KEYS = frozenset({MCP_METHOD_NAME, GEN_AI_TOOL_NAME})
-_TOOL_KEYS = frozenset({GEN_AI_TOOL_NAME})
+
+class GhostSubject(NamedTuple):
+    """What the emitter needs of a call that is, or may turn out, a ghost."""
+
+    method: str
+    tool: str | None  # the tool it called, cut to size
+    tool_label: str | None  # that name as its metrics carry it: _OTHER for a tool the server does not serve
+    request_id: object
+    task_id: str | None
+    call: SpanContext  # the call's span: a ghost found after it ended is a child of it
+    risk: str | None  # a server's: how dangerous a repeat is, from the tool's annotations; a client does not guess
+    retry_key: CallKey | None  # a server's tools/call: the tool and a digest of its arguments, for its retries
+    cancel_reason: str | None = None  # a client's own reason for giving up (timeout | caller)
 
 
-class GhostReporter:
-    def __init__(self, tracer: Tracer, instruments: Instruments, retries: RecentCalls,
-                 fingerprints: CallFingerprints | None = None) -> None:
+class GhostEmitter:
+    def __init__(self, tracer: Tracer, counter: Counter, retries: RecentCalls | None = None,
+                 retried: Counter | None = None, fingerprints: CallFingerprints | None = None) -> None:
         self._tracer = tracer
-        self._instruments = instruments
-        self.retries = retries
+        self._counter = counter
+        self.retries = retries  # None: a client, whose ghosts no call of its own retries
+        self._retried = retried
         self.fingerprints = fingerprints  # None: no key was given
+
+    def subject(self, record: RequestRecord) -> GhostSubject:
+        """A server's call, as its ghost is reported: read after the request was resolved (its tool's name is
+        then known to be served or not)."""
+        tool = called_tool(record)
+        tool_label = record.metric_attributes().get(GEN_AI_TOOL_NAME)
+        risk = GHOST_RISK_UNKNOWN
+        with contained("judging a ghost's risk"):  # a failing lookup costs only the risk
+            risk = ghost_risk(record.method, self._annotations(record, tool))
+        retries = self.retries
+        key = retries.key_of(tool, tool_arguments(record.params)) if retries is not None and tool else None
+        return GhostSubject(record.method, tool, tool_label, _bounded_id(record.request_id), record.task_id,
+                            record.span.get_span_context(), risk, key)
+
+    @staticmethod
+    def client_subject(record: RequestRecord) -> GhostSubject:
+        """A client's call it gave up on: an answer that comes for it later is a ghost it sees."""
+        tool = called_tool(record)
+        return GhostSubject(record.method, tool, tool, _bounded_id(record.request_id), record.task_id,
+                            record.span.get_span_context(), None, None, record.cancel_reason)
+
+    def emit(self, subject: GhostSubject, handler_outcome: str, kind: str, why: str, *, on: Span | None = None,
+             scope: object = None) -> None:
+        """A ghost of `subject`'s call, of `kind`, whose answer reached nobody because of `why`: marked on `on`
+        (the call's open span, or a task's), or else on a `tool.ghost_response` span under the call's; counted,
+        logged, and (with the session it came in, `scope`) remembered for its retries."""
+        with contained("reporting a ghost"):
+            if on is not None:
+                self._emit(subject, handler_outcome, kind, why, on, scope)
+                return
+            attributes: dict[str, Any] = {TOOL_GHOST_KIND: kind}
+            if subject.tool_label is not None:
+                attributes[GEN_AI_TOOL_NAME] = subject.tool_label
+            if subject.request_id is not None:
+                attributes[JSONRPC_REQUEST_ID] = bounded(str(subject.request_id))
+            # No mcp.method.name and no tool.outcome: it is not a second call, and is counted as none.
+            span = self._tracer.start_span(EVENT_GHOST_SUPPRESSED,
+                                           context=trace.set_span_in_context(trace.NonRecordingSpan(subject.call)),
+                                           kind=SpanKind.INTERNAL, attributes=attributes)
+            try:
+                self._emit(subject, handler_outcome, kind, why, span, scope)
+            finally:
+                span.end()
+
+    def _emit(self, subject: GhostSubject, handler_outcome: str, kind: str, why: str, span: Span,
+              scope: object) -> None:
+        ghost = {TOOL_HANDLER_OUTCOME: handler_outcome, TOOL_GHOST_KIND: kind}
+        if subject.risk is not None:
+            ghost[TOOL_GHOST_RISK] = subject.risk
+        if subject.cancel_reason is not None:
+            ghost[TOOL_CANCEL_REASON] = subject.cancel_reason
+        # Attributes as well as the event: many stores and spanmetrics index attributes only.
+        span.set_attributes(ghost)
+        span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
+        counted: dict[str, Any] = {MCP_METHOD_NAME: bounded(subject.method), **ghost}
+        if subject.tool_label is not None:
+            counted[GEN_AI_TOOL_NAME] = subject.tool_label
+        self._counter.add(1, counted)
+        facts = dict(counted)  # bounded, as on the counter
+        if subject.request_id is not None:
+            facts[JSONRPC_REQUEST_ID] = bounded(str(subject.request_id))
+        if subject.task_id is not None:
+            facts[MCP_TASK_ID] = subject.task_id
+        # Logged in the ghost span's context: an OTLP log record carries its trace and span ids.
+        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            logger.warning(_message(subject, handler_outcome, kind, why), extra=facts)
+        if subject.risk is not None:
+            LEDGER.record(subject.tool, subject.risk)
+        if self.retries is not None and subject.retry_key is not None and scope is not None:
+            self.retries.remember(scope, subject.retry_key, span.get_span_context(), subject.risk or "",
+                                  subject.call.span_id)
 
     def fingerprint(self, record: RequestRecord, span: Span) -> None:
         """Put the call's fingerprint on `span` (its own, or its task's). Asked only when the replicas share a key
@@ -57,103 +147,56 @@ class GhostReporter:
         if tool is not None and fingerprints is not None:
             span.set_attribute(TOOL_CALL_FINGERPRINT, fingerprints.of(tool, tool_arguments(record.params)))
 
-    def ghost(self, record: RequestRecord, span: Span, handler_outcome: str, why: str) -> None:
-        """A ghost of `record`'s call found after it was concluded (a task's): marked on `span` and reported."""
-        risk = self.mark(record, span, handler_outcome)
+    def task_ghost(self, record: RequestRecord, span: Span, handler_outcome: str, kind: str, why: str) -> None:
+        """A ghost of the task `record`'s call created, marked on `span` (the task's, or a late cancel's)."""
         with contained("reporting a ghost"):
-            self.report(record, handler_outcome, risk, span, why)
-
-    def after_conclusion(self, record: RequestRecord, handler_outcome: str, why: str, kind: str) -> None:
-        """A ghost of a request whose span had already ended (concluded as its caller left, its handler running
-        on): marked on a span of its own, a child of the request's, that names the call and carries the ghost's
-        attributes and event; reported (counted, its WARNING in that span's context) and remembered there. It
-        has no `mcp.method.name` and no `tool.outcome`: it is not a second call, and is counted as none."""
-        attributes: dict = _metric_attributes(record, _TOOL_KEYS)
-        attributes[TOOL_GHOST_KIND] = kind
-        if record.request_id is not None:
-            attributes[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
-        span = self._tracer.start_span(EVENT_GHOST_SUPPRESSED, context=trace.set_span_in_context(record.span),
-                                       kind=SpanKind.INTERNAL, attributes=attributes)
-        try:
-            self.ghost(record, span, handler_outcome, why)
-        finally:
-            span.end()
-
-    def mark(self, record: RequestRecord, span: Span, handler_outcome: str) -> str:
-        """Put a ghost of `record`'s call on `span` (its own, or its task's); returns the ghost's risk."""
-        risk = GHOST_RISK_UNKNOWN
-        with contained("judging a ghost's risk"):
-            risk = self._risk(record)
-        # Attributes as well as the event: many stores and spanmetrics index attributes only.
-        ghost = {TOOL_HANDLER_OUTCOME: handler_outcome, TOOL_GHOST_RISK: risk}
-        span.set_attributes(ghost)
-        span.add_event(EVENT_GHOST_SUPPRESSED, ghost)
-        if span is not record.span and self.fingerprints is not None:  # a task's ghost: joined to retries elsewhere
-            with contained("fingerprinting a call"):
+            if self.fingerprints is not None:  # joined to its retries on other replicas
                 self.fingerprint(record, span)
-        return risk
-
-    def report(
-        self, record: RequestRecord, handler_outcome: str, risk: str, span: Span, why: str = "the caller cancelled"
-    ) -> None:
-        """Count a ghost of `record`'s call, log it in the context of `span` (where it is marked) and remember
-        it there for retries."""
-        tool = called_tool(record)
-        attributes = _metric_attributes(record, _GHOST_METRIC_KEYS)
-        attributes.update({TOOL_HANDLER_OUTCOME: handler_outcome, TOOL_GHOST_RISK: risk})
-        self._instruments.server_ghost_responses.add(1, attributes)
-        facts = dict(attributes)  # method, tool, handler outcome, risk: bounded, as on the counter
-        if record.request_id is not None:
-            facts[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
-        if record.task_id is not None:
-            facts[MCP_TASK_ID] = record.task_id
-        # Logged in the ghost span's context: an OTLP log record carries its trace and span ids.
-        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-            logger.warning(
-                "%s: %s answer of %s%s (request id %r%s, ghost risk %s) was suppressed because %s; "
-                "its side effects happened",
-                GHOST_LOG_PREFIX,
-                handler_outcome,
-                record.method,
-                f" tool {tool!r}" if tool is not None else "",
-                record.request_id,
-                f", task {record.task_id}" if record.task_id is not None else "",
-                risk,
-                why,
-                extra=facts,  # the facts as log attributes, besides the message
-            )
-        LEDGER.record(tool, risk)
-        if tool is not None and record.session is not None:
-            arguments = tool_arguments(record.params)
-            self.retries.remember(record.session, tool, arguments, span.get_span_context(), risk,
-                                  record.span.get_span_context().span_id)
+            self.emit(self.subject(record), handler_outcome, kind, why, on=span, scope=record.session)
 
     def match_retry(self, record: RequestRecord) -> None:
         """Link `record`'s call to the ghost it repeats, if any (before its own ghost, if any, is remembered).
         Asked only while `retries` holds any."""
-        tool = called_tool(record)
-        if tool is None or record.session is None:
+        tool, retries = called_tool(record), self.retries
+        if tool is None or record.session is None or retries is None:
             return
-        retried = self.retries.find(record.session, tool, tool_arguments(record.params))
+        retried = retries.find(record.session, retries.key_of(tool, tool_arguments(record.params)))
         own = record.span.get_span_context().span_id  # 0 where nothing traces: no call can be told from another
         if retried is not None and (own == 0 or retried.call_span_id != own):
             record.span.add_link(retried.span_context)
             record.span.set_attribute(TOOL_RETRIED_GHOST_RISK, retried.label)
             record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_RETRIED_GHOST_RISK: retried.label})
-            attributes = _metric_attributes(record, _TOOL_KEYS)
-            self._instruments.server_ghost_retries.add(1, {**attributes, TOOL_GHOST_RISK: retried.label})
+            attributes = {TOOL_GHOST_RISK: retried.label}
+            tool_label = record.metric_attributes().get(GEN_AI_TOOL_NAME)
+            if tool_label is not None:
+                attributes[GEN_AI_TOOL_NAME] = tool_label
+            if self._retried is not None:
+                self._retried.add(1, attributes)
 
-    def _risk(self, record: RequestRecord) -> str:
+    @staticmethod
+    def _annotations(record: RequestRecord, tool: str | None) -> Mapping[str, Any] | None:
         annotations: Mapping[str, Any] | None = camel_case(record.registered_annotations)
         if annotations is None and record.server is not None:
-            annotations = tool_registry.listed_annotations(record.server, called_tool(record))
-        return ghost_risk(record.method, annotations)
+            annotations = tool_registry.listed_annotations(record.server, tool)
+        return annotations
+
+
+def _message(subject: GhostSubject, handler_outcome: str, kind: str, why: str) -> str:
+    tool = f" tool {subject.tool!r}" if subject.tool is not None else ""
+    if kind == GHOST_KIND_LATE_ANSWER:
+        return (f"{GHOST_LOG_PREFIX}: {handler_outcome} answer of {subject.method}{tool} (request id "
+                f"{subject.request_id!r}) reached this client after it gave up on the call ({subject.cancel_reason}); "
+                "the server did the work its caller was told was cancelled")
+    task = f", task {subject.task_id}" if subject.task_id is not None else ""
+    return (f"{GHOST_LOG_PREFIX}: {handler_outcome} answer of {subject.method}{tool} (request id "
+            f"{subject.request_id!r}{task}, ghost risk {subject.risk}) was suppressed because {why}; "
+            "its side effects happened")
+
+
+def _bounded_id(request_id: object) -> object:
+    """A request id as its WARNING names it: a number, or a string cut to size (a peer chooses it)."""
+    return request_id if request_id is None or isinstance(request_id, int) else bounded(str(request_id))
 
 
 def called_tool(record: RequestRecord) -> str | None:
     return record.target if record.method == TOOLS_CALL else None
-
-
-def _metric_attributes(record: RequestRecord, keys: frozenset[str]) -> dict:
-    """A new dict of the request's shared metric attributes named in `keys`."""
-    return {key: value for key, value in record.metric_attributes().items() if key in keys}

@@ -7,10 +7,9 @@ from typing import NamedTuple
 from opentelemetry.metrics import Counter, Histogram, Meter
 
 from otel_mcp_cancel.conventions import (
-    CLIENT_LATE_ANSWERS,
     CLIENT_OPERATION_DURATION,
     CLIENT_SESSION_DURATION,
-    SERVER_GHOST_RESPONSES,
+    GHOST_RESPONSES,
     SERVER_GHOST_RETRIES,
     SERVER_OPERATION_DURATION,
     SERVER_SESSION_DURATION,
@@ -24,10 +23,9 @@ SESSION_DURATION_BUCKETS = (0.1, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 72
 
 class Instruments(NamedTuple):  # a named tuple, not a frozen dataclass: made in a tenth of the time
     server_operation_duration: Histogram
-    server_ghost_responses: Counter
+    ghost_responses: Counter
     server_ghost_retries: Counter
     client_operation_duration: Histogram
-    client_late_answers: Counter
     server_session_duration: Histogram
     client_session_duration: Histogram
 
@@ -41,11 +39,11 @@ def create_instruments(meter: Meter) -> Instruments:
             "or the request settles unanswered.",
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
         ),
-        server_ghost_responses=meter.create_counter(
-            SERVER_GHOST_RESPONSES,
+        ghost_responses=meter.create_counter(
+            GHOST_RESPONSES,
             unit="{response}",
-            description="Requests whose handler completed (side effects done) but whose answer was suppressed "
-            "because the caller had cancelled.",
+            description="Requests whose handler completed (side effects done) while their caller was told, or "
+            "believes, they were cancelled; by tool.ghost_kind, a client's (late_answer) apart from a server's.",
         ),
         server_ghost_retries=meter.create_counter(
             SERVER_GHOST_RETRIES,
@@ -58,12 +56,6 @@ def create_instruments(meter: Meter) -> Instruments:
             description="MCP request duration as observed on the sender, from sending until the answer arrives "
             "or the caller gives up.",
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
-        ),
-        client_late_answers=meter.create_counter(
-            CLIENT_LATE_ANSWERS,
-            unit="{answer}",
-            description="Answers that reached a client for calls it had given up on (cancelled or timed out): "
-            "the server did the work its caller was told was cancelled.",
         ),
         server_session_duration=meter.create_histogram(
             SERVER_SESSION_DURATION,

@@ -73,6 +73,10 @@ class RequestRecord:
     registered_annotations: Any = None  # the framework's own annotations object, read when a ghost needs its risk
     task_id: str | None = None  # the task it created (a tools/call) or names (tasks/*), cut to size
     task_ttl: float | None = None  # seconds the task it created keeps its result, if its answer says
+    # A server's tools/call: its caller's cancel crossed its answer on the wire (`crossing`), read before it was
+    # concluded; and what is left of it, once answered, for a cancel read after.
+    crossed: bool = False
+    answered_call: Any = None
     # Told of its answer as it is written, before the request is concluded (a `tasks/*` request's task
     # learns its caller was told, ahead of whatever that caller sends next).
     on_result: Callable[[RequestRecord], None] | None = None
@@ -146,14 +150,41 @@ class RequestRecord:
             self.cancel_time_ns = at_ns if at_ns is not None else time.time_ns()
 
 
-# The inbound request being served, and the outbound request being sent, in this task. Two variables:
-# a server's handler may itself send a request.
-current_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar(
-    "otel_mcp_cancel_current_record", default=None
-)
-current_client_record: contextvars.ContextVar[RequestRecord | None] = contextvars.ContextVar(
-    "otel_mcp_cancel_current_client_record", default=None
-)
+class _Slot:
+    __slots__ = ("record",)
+
+    def __init__(self, record: RequestRecord | None) -> None:
+        self.record = record
+
+
+class CurrentRecord:
+    """The request being served (or sent) in this task, as a context variable holds it: through a slot that is
+    emptied as the request ends. A context copied while it ran (a worker thread's, a task spawned under it) may
+    outlive it; the slot keeps such a copy from keeping the record, and through it its session, alive."""
+
+    __slots__ = ("_var",)
+
+    def __init__(self, name: str) -> None:
+        self._var: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(name, default=None)
+
+    def get(self) -> RequestRecord | None:
+        slot = self._var.get()
+        return slot.record if slot is not None else None
+
+    def set(self, record: RequestRecord | None) -> tuple[contextvars.Token[_Slot | None], _Slot]:
+        slot = _Slot(record)
+        return self._var.set(slot), slot
+
+    def reset(self, handle: tuple[contextvars.Token[_Slot | None], _Slot]) -> None:
+        token, slot = handle
+        slot.record = None
+        self._var.reset(token)
+
+
+# The inbound request being served, and the outbound request being sent, in this task. Two: a server's handler
+# may itself send a request.
+current_record = CurrentRecord("otel_mcp_cancel_current_record")
+current_client_record = CurrentRecord("otel_mcp_cancel_current_client_record")
 
 
 class LiveRequests:

@@ -6,7 +6,6 @@ MCP server or client. Subclasses add what only their side knows (the server's gh
 
 from __future__ import annotations
 
-import contextvars
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -48,7 +47,7 @@ from otel_mcp_cancel.conventions import (
 from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.liveness import Recording
 from otel_mcp_cancel.outcome import Verdict, classify, classify_subscription
-from otel_mcp_cancel.request_state import RequestRecord
+from otel_mcp_cancel.request_state import CurrentRecord, RequestRecord
 from otel_mcp_cancel.round_trips import InterimAnswers
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 from otel_mcp_cancel.user_hooks import UserHooks
@@ -155,7 +154,7 @@ class RequestTelemetry:
         self,
         tracer: Tracer,
         duration: Histogram,
-        current: contextvars.ContextVar[RequestRecord | None],
+        current: CurrentRecord,
         options: SpanOptions,
     ) -> None:
         self.tracer = tracer

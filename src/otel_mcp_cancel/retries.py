@@ -2,10 +2,10 @@
 server's session, for a ghost; a client, for a call it gave up on); and, across replicas, a fingerprint of each
 call that lets a store join them.
 
-Arguments are compared by an HMAC-SHA256 under a random key made when the
-process starts and never exported; no argument value is stored. A table
-holds at most CAPACITY calls, oldest out, and forgets a call once the window
-has passed. The fingerprint is an HMAC-SHA256 under a key the replicas share,
+Arguments are compared by a keyed BLAKE2b digest under a random key made when
+the process starts and never exported; no argument value is stored. A table
+(`memory.Memory`) holds at most CAPACITY calls, oldest out, and forgets a call
+once the window has passed. The fingerprint is an HMAC-SHA256 under a key the replicas share,
 cut to FINGERPRINT_LENGTH hex characters: exported, and never the arguments.
 """
 
@@ -13,33 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import itertools
 import json
 import secrets
-import threading
-import time
-import weakref
-from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from opentelemetry.trace import SpanContext
 
-CAPACITY = 10_000
+from otel_mcp_cancel.memory import Memory
+
+CAPACITY = 10_000  # in one scope and in all: a single busy session may fill it
 DEFAULT_WINDOW_SECONDS = 300.0
 FINGERPRINT_LENGTH = 32  # hex characters: 128 bits
-
-_session_numbers: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-_next_session_number = itertools.count(1)
-_session_lock = threading.Lock()
-
-
-def session_number(session: object) -> int:
-    """A number for a session (or other scope) object that is never reused while the process lives (ids can be)."""
-    with _session_lock:
-        number = _session_numbers.get(session)
-        if number is None:
-            number = _session_numbers[session] = next(_next_session_number)
-        return number
 
 
 def _canonical(value: Any) -> bytes:
@@ -60,46 +44,40 @@ class CallFingerprints:
 class Remembered(NamedTuple):
     span_context: SpanContext
     label: str  # what it was: a ghost's risk, or why its caller gave up on it
-    seen_at: float
     call_span_id: int  # the span id of the call itself (a ghost found later has a span of its own): no retry of itself
 
 
+CallKey = tuple[str, bytes]  # a tool, and a keyed digest of its arguments
+
+
 class RecentCalls:
+    """Calls remembered for the calls that repeat them, by scope (a server's session, which is forgotten as it
+    is collected; a client), tool and a digest of the arguments."""
+
     def __init__(self, window_seconds: float) -> None:
         self.window_seconds = window_seconds
         self._key = secrets.token_bytes(32)
-        self._lock = threading.Lock()
-        # The calls remembered. Read without the lock to ask whether any is (an attribute, not a method: asked on
-        # every request); while none is, a caller need not even look.
-        self.held: OrderedDict[tuple[int, str, bytes], Remembered] = OrderedDict()
+        self._calls: Memory[Remembered] = Memory(CAPACITY, CAPACITY, window_seconds)
 
-    def _fingerprint(self, scope: object, tool: str, arguments: Any) -> tuple[int, str, bytes]:
-        return session_number(scope), tool, hmac.new(self._key, _canonical(arguments), hashlib.sha256).digest()
+    @property
+    def held(self) -> bool:
+        """Whether any call is remembered: while none is, a caller need not even look (asked on every request)."""
+        return self._calls.held
 
-    def remember(self, scope: object, tool: str, arguments: Any, span_context: SpanContext, label: str,
+    def key_of(self, tool: str, arguments: Any) -> CallKey:
+        return tool, hashlib.blake2b(_canonical(arguments), key=self._key, digest_size=16).digest()
+
+    def remember(self, scope: object, key: CallKey, span_context: SpanContext, label: str,
                  call_span_id: int | None = None) -> None:
-        key = self._fingerprint(scope, tool, arguments)
         call = span_context.span_id if call_span_id is None else call_span_id
-        with self._lock:
-            self.held.pop(key, None)
-            self.held[key] = Remembered(span_context, label, time.monotonic(), call)
-            while len(self.held) > CAPACITY:
-                self.held.popitem(last=False)
+        self._calls.put(scope, key, Remembered(span_context, label, call))
 
-    def find(self, scope: object, tool: str, arguments: Any) -> Remembered | None:
+    def find(self, scope: object, key: CallKey) -> Remembered | None:
         """The call this one repeats, if any."""
-        if not self.held:
-            return None
-        key = self._fingerprint(scope, tool, arguments)
-        with self._lock:
-            self._forget_expired()
-            return self.held.get(key)
+        return self._calls.peek(scope, key)
 
-    def _forget_expired(self) -> None:
-        horizon = time.monotonic() - self.window_seconds
-        while self.held and next(iter(self.held.values())).seen_at < horizon:
-            self.held.popitem(last=False)
+    def clear(self) -> None:
+        self._calls.clear()
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self.held)
+        return len(self._calls)

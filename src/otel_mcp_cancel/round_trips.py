@@ -7,11 +7,10 @@ by a digest (a sealed state can be large); a state is taken once.
 from __future__ import annotations
 
 import hashlib
-import threading
-import time
-from collections import OrderedDict
 
 from opentelemetry.trace import SpanContext
+
+from otel_mcp_cancel.memory import Memory
 
 MAX_REMEMBERED = 1024
 ROUND_TRIP_SECONDS = 600.0  # a person answering an elicitation takes minutes, not hours
@@ -19,23 +18,16 @@ ROUND_TRIP_SECONDS = 600.0  # a person answering an elicitation takes minutes, n
 
 class InterimAnswers:
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_state: OrderedDict[bytes, tuple[SpanContext, float]] = OrderedDict()
+        # By the process, not the session: a caller may complete the round trip on another connection.
+        self._by_state: Memory[SpanContext] = Memory(MAX_REMEMBERED, MAX_REMEMBERED, ROUND_TRIP_SECONDS)
 
     def remember(self, state: str, interim: SpanContext) -> None:
         """An interim answer carrying `state` ended the span `interim`."""
-        with self._lock:
-            self._by_state[_digest(state)] = (interim, time.monotonic())
-            if len(self._by_state) > MAX_REMEMBERED:
-                self._by_state.popitem(last=False)
+        self._by_state.put(None, _digest(state), interim)
 
     def completed(self, state: str) -> SpanContext | None:
         """The interim answer's span a request echoing `state` completes, within ROUND_TRIP_SECONDS; taken."""
-        with self._lock:
-            found = self._by_state.pop(_digest(state), None)
-        if found is None or time.monotonic() - found[1] > ROUND_TRIP_SECONDS:
-            return None
-        return found[0]
+        return self._by_state.take(None, _digest(state))
 
 
 def _digest(state: str) -> bytes:

@@ -13,13 +13,14 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
-from otel_mcp_cancel import outcome, stdio_wire, tool_registry
+from otel_mcp_cancel import stdio_wire, tool_registry
 from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping, request_fields, span_name
 from otel_mcp_cancel.conventions import (
     EVENT_CANCEL_RECEIVED,
     EVENT_RESPONSE_WRITE_INTERRUPTED,
     GHOST_KIND_CALLER_GONE,
     GHOST_KIND_CROSSED,
+    GHOST_KIND_SUPPRESSED,
     MCP_METHOD_NAME,
     NOTIFICATIONS_CANCELLED,
     PROMPTS_GET,
@@ -27,10 +28,10 @@ from otel_mcp_cancel.conventions import (
     TOOL_CANCELLED_REQUEST_ID,
     TOOLS_CALL,
 )
-from otel_mcp_cancel.crossing import AnsweredCalls
+from otel_mcp_cancel.crossing import Crossings
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.flushing import Delivery, Flusher
-from otel_mcp_cancel.ghost_reporting import GhostReporter, called_tool
+from otel_mcp_cancel.ghost_reporting import GhostEmitter, GhostSubject, called_tool
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.outcome import AnswerKind, Verdict, suppressed
 from otel_mcp_cancel.request_state import RequestRecord, current_record
@@ -73,8 +74,9 @@ class ServerTelemetry(RequestTelemetry):
         fingerprints: CallFingerprints | None = None,
     ) -> None:
         super().__init__(tracer, instruments.server_operation_duration, current_record, options)
-        self.ghosts = GhostReporter(tracer, instruments, retries, fingerprints)
-        self.answered = AnsweredCalls()
+        self.ghosts = GhostEmitter(tracer, instruments.ghost_responses, retries, instruments.server_ghost_retries,
+                                   fingerprints)
+        self.crossings = Crossings()
         self.delivery = Delivery(Flusher(options.tracer_provider, options.meter_provider))
         self._exit_hook: Callable[[], None] | None = None  # registered once a server serves
         # Frameworks' own registries, for a call whose tool never ran: (low-level server, name) -> its tool or None.
@@ -121,7 +123,8 @@ class ServerTelemetry(RequestTelemetry):
         with contained("reporting a ghost"):
             ghost = suppressed(record.handler)
             if ghost is not None:
-                self.ghosts.after_conclusion(record, ghost, CALLER_GONE, GHOST_KIND_CALLER_GONE)
+                self.ghosts.emit(self.ghosts.subject(record), ghost, GHOST_KIND_CALLER_GONE, CALLER_GONE,
+                                 scope=record.session)
                 self.delivery.before_kill()
 
     def process_ending(self) -> None:
@@ -146,10 +149,14 @@ class ServerTelemetry(RequestTelemetry):
         """A request's answer is being written: a tools/call's is remembered, for a cancel that crosses it."""
         if record.method == TOOLS_CALL:
             with contained("remembering an answered call"):
-                if self.answered.remember(record):  # its caller's cancel came first and went unheard
-                    ghost = outcome.crossed(record.handler, record.answer)
-                    if ghost is not None:
-                        self.ghosts.after_conclusion(record, ghost, CROSSED, GHOST_KIND_CROSSED)
+                self.crossings.answering(record)
+
+    def unheard(self, session: object, request_id: object) -> None:
+        """mcp 1.x dropped a cancel read before its request's handler began: the answer that follows crossed it."""
+        self.crossings.unheard(session, request_id)
+
+    def _crossed(self, subject: GhostSubject, handler_outcome: str, session: object) -> None:
+        self.ghosts.emit(subject, handler_outcome, GHOST_KIND_CROSSED, CROSSED, scope=session)
 
     def cancel_received(
         self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None,
@@ -162,14 +169,14 @@ class ServerTelemetry(RequestTelemetry):
         if not is_instrumentation_enabled():
             return
         with contained("recording a cancel notification"):
-            crossed = self.answered.crossed(cancelled.session if cancelled is not None else session, request_id)
-            if cancelled is not None:
-                crossed = cancelled if cancelled.method == TOOLS_CALL else None  # answered: its answer is being written
-            target = cancelled or crossed
+            # An answered call (still in flight while its answer is written, or concluded) that the cancel crossed
+            crossed = self.crossings.cancel_read(cancelled.session if cancelled is not None else session, request_id,
+                                                 self._crossed)
+            target = cancelled.span.get_span_context() if cancelled is not None else crossed
             attributes: dict[str, Any] = {MCP_METHOD_NAME: NOTIFICATIONS_CANCELLED}
             if request_id is not None:
                 attributes[TOOL_CANCELLED_REQUEST_ID] = bounded(str(request_id))
-            links = [Link(target.span.get_span_context())] if target is not None else []
+            links = [Link(target)] if target is not None else []
             span = self.tracer.start_span(
                 NOTIFICATIONS_CANCELLED,
                 context=parent_context(request_fields(params)),
@@ -180,9 +187,6 @@ class ServerTelemetry(RequestTelemetry):
             if reason is not None:
                 span.add_event(EVENT_CANCEL_RECEIVED, {TOOL_CANCEL_MESSAGE: reason})
             span.end()
-            ghost = outcome.crossed(crossed.handler, crossed.answer) if crossed is not None else None
-            if crossed is not None and ghost is not None:
-                self.ghosts.after_conclusion(crossed, ghost, CROSSED, GHOST_KIND_CROSSED)
 
     def resolve(self, record: RequestRecord) -> None:
         if not record.method_known and record.server is not None:
@@ -212,11 +216,8 @@ class ServerTelemetry(RequestTelemetry):
             note_request(record.in_session, record.protocol_version, record.http_version)
         except Exception:
             fault("telling a session about its request")
-        risk = None
-        if verdict.ghost_handler_outcome is not None:
-            risk = self.ghosts.mark(record, record.span, verdict.ghost_handler_outcome)
         ghosts = self.ghosts
-        if ghosts.retries.held:  # most requests: no ghost is remembered
+        if ghosts.retries is not None and ghosts.retries.held:  # most requests: no ghost is remembered
             try:
                 ghosts.match_retry(record)  # before this ghost is remembered: it retries no other
             except Exception:
@@ -226,12 +227,17 @@ class ServerTelemetry(RequestTelemetry):
                 ghosts.fingerprint(record, record.span)
             except Exception:
                 fault("fingerprinting a call")
+        handler_outcome = verdict.ghost_handler_outcome
+        if handler_outcome is not None:
+            with contained("reporting a ghost"):
+                kind, why = ((GHOST_KIND_CALLER_GONE, CALLER_GONE) if record.caller_gone
+                             else (GHOST_KIND_SUPPRESSED, "the caller cancelled"))
+                ghosts.emit(ghosts.subject(record), handler_outcome, kind, why, on=record.span, scope=record.session)
         if record.write_interrupted:
             record.span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
-        if verdict.ghost_handler_outcome is not None and risk is not None:
-            with contained("reporting a ghost"):
-                why = CALLER_GONE if record.caller_gone else "the caller cancelled"
-                self.ghosts.report(record, verdict.ghost_handler_outcome, risk, record.span, why)
+        if record.method == TOOLS_CALL and (record.crossed or record.answered_call is not None):
+            with contained("following a crossed answer"):
+                self.crossings.concluded(record, ghosts.subject, self._crossed)
         if record.task_id is not None:  # most requests name no task
             try:
                 self.tasks.observe(record, verdict)

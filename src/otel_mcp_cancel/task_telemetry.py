@@ -43,6 +43,11 @@ from otel_mcp_cancel.conventions import (
     GEN_AI_OPERATION_EXECUTE_TOOL,
     GEN_AI_OPERATION_NAME,
     GEN_AI_TOOL_NAME,
+    GHOST_KIND_TASK_CANCEL_LATE,
+    GHOST_KIND_TASK_CANCELLED,
+    GHOST_KIND_TASK_EXPIRED,
+    GHOST_KIND_TASK_PROCESS_ENDED,
+    GHOST_KIND_TASK_SESSION_ENDED,
     MCP_METHOD_NAME,
     MCP_TASK_ID,
     MCP_TASK_STATUS,
@@ -58,7 +63,7 @@ from otel_mcp_cancel.conventions import (
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.ghost_reporting import GhostReporter
+from otel_mcp_cancel.ghost_reporting import GhostEmitter
 from otel_mcp_cancel.outcome import (
     GAVE_UP_CONNECTION_LOST,
     AnswerKind,
@@ -119,7 +124,7 @@ class TaskTelemetry:
         tracer: Tracer,
         record_duration: Callable[[float, dict[str, Any]], None],
         cancelled_is_error: bool,
-        ghosts: GhostReporter | None,
+        ghosts: GhostEmitter | None,
         began: Callable[[], None] | None = None,
     ) -> None:
         self._tracer = tracer
@@ -323,8 +328,8 @@ class TaskTelemetry:
             handler_outcome = undelivered_ghost(task.status, task.work, task.outcome_seen or task.ghosted)
             if handler_outcome is not None and self._ghosts is not None:
                 task.ghosted = True
-                self._ghosts.ghost(task.creation, record.span, handler_outcome,
-                                   "the caller cancelled after the task had finished")
+                self._ghosts.task_ghost(task.creation, record.span, handler_outcome, GHOST_KIND_TASK_CANCEL_LATE,
+                                        "the caller cancelled after the task had finished")
                 self._maybe_end(task)
         elif accepted and (status := message_field(record.result, "status")) is not None:
             # 2025-11-25 answers with the task's status; the 2026-07-28 extension's empty acknowledgement is
@@ -481,12 +486,15 @@ class TaskTelemetry:
             task.ended = True
         verdict = classify_task(task.status, task.work, task.is_tool_error)
         # Work done after its cancel, or a result its caller never learned of: the caller believes nothing happened.
-        ghost, why = verdict.ghost_handler_outcome, "the caller cancelled"
+        ghost, kind, why = verdict.ghost_handler_outcome, GHOST_KIND_TASK_CANCELLED, "the caller cancelled"
         if ghost is None and lost:
             ghost = undelivered_ghost(task.status, task.work, task.outcome_seen or task.ghosted)
-            why = ("the caller's session ended before it was told the task ended" if task.session_over
-                   else "the task's result expired before its caller asked" if task.expired
-                   else "the server's process ended before its caller was told the task ended")
+            kind, why = ((GHOST_KIND_TASK_SESSION_ENDED, "the caller's session ended before it was told the task "
+                          "ended") if task.session_over
+                         else (GHOST_KIND_TASK_EXPIRED, "the task's result expired before its caller asked")
+                         if task.expired
+                         else (GHOST_KIND_TASK_PROCESS_ENDED, "the server's process ended before its caller was told "
+                               "the task ended"))
         if ghost is not None and self._ghosts is not None:
-            self._ghosts.ghost(task.creation, task.span, ghost, why)
+            self._ghosts.task_ghost(task.creation, task.span, ghost, kind, why)
         task.span.end()

@@ -56,7 +56,8 @@ async def test_with_the_guard_the_same_connection_answers_the_next_call(captured
     assert span.attributes["tool.outcome"] == "cancelled"
     assert [(e.name, dict(e.attributes)) for e in span.events] == [
         ("tool.request_cancelled", {"tool.cancel_message": "caller cancelled"}),
-        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown",
+                                 "tool.ghost_kind": "suppressed"}),
     ]
     assert "error.type" not in span.attributes
     (ghosts,) = captured.points("tool.ghost_responses")

@@ -197,13 +197,13 @@ async def test_work_that_completes_after_its_task_was_cancelled_is_a_ghost(captu
 
     task = await task_ended(captured, "commit")
     assert {key: task.attributes.get(key) for key in
-            ("tool.outcome", "mcp.task.status", "tool.handler_outcome", "tool.ghost_risk")} == {
+            ("tool.outcome", "mcp.task.status", "tool.handler_outcome", "tool.ghost_risk", "tool.ghost_kind")} == {
         "tool.outcome": "cancelled", "mcp.task.status": "cancelled", "tool.handler_outcome": "ok",
-        "tool.ghost_risk": "unsafe"}
+        "tool.ghost_risk": "unsafe", "tool.ghost_kind": "task_cancelled"}
     assert events(task) == [
         (STATUS_EVENT, {"mcp.task.status": "working"}),
         (STATUS_EVENT, {"mcp.task.status": "cancelled"}),
-        (GHOST_EVENT, {"tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}),
+        (GHOST_EVENT, {"tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe", "tool.ghost_kind": "task_cancelled"}),
     ]
     assert task.status.status_code is StatusCode.UNSET
     assert [link.context.span_id for link in captured.server_span("tasks/cancel").links] == [task.context.span_id]
@@ -211,7 +211,7 @@ async def test_work_that_completes_after_its_task_was_cancelled_is_a_ghost(captu
     (ghosts,) = captured.points("tool.ghost_responses")
     assert (dict(ghosts.attributes), ghosts.value) == ({
         "mcp.method.name": "tools/call", "gen_ai.tool.name": "commit", "tool.handler_outcome": "ok",
-        "tool.ghost_risk": "unsafe"}, 1)
+        "tool.ghost_risk": "unsafe", "tool.ghost_kind": "task_cancelled"}, 1)
     (line,) = plugin_log()
     assert_ghost_line(line, "commit", 1)
     assert task_id in line.getMessage()
@@ -254,8 +254,10 @@ async def test_a_cancel_after_the_task_finished_unfetched_is_a_ghost_on_the_canc
         assert is_error(refused, -32602)  # 2025-11-25: a terminal task cannot be cancelled
     task, cancel = await task_ended(captured, "commit"), captured.server_span("tasks/cancel")
     assert task.attributes["tool.outcome"] == "ok" and "tool.handler_outcome" not in task.attributes
-    assert {key: cancel.attributes.get(key) for key in ("mcp.task.id", "tool.handler_outcome", "tool.ghost_risk")} == {
-        "mcp.task.id": task_id, "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+    assert {key: cancel.attributes.get(key) for key in ("mcp.task.id", "tool.handler_outcome", "tool.ghost_risk",
+                                                        "tool.ghost_kind")} == {
+        "mcp.task.id": task_id, "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe",
+        "tool.ghost_kind": "task_cancel_late"}
     assert [name for name, _ in events(cancel)] == [GHOST_EVENT]
     assert [link.context.span_id for link in cancel.links] == [task.context.span_id]
     (ghosts,) = captured.points("tool.ghost_responses")
@@ -274,8 +276,10 @@ async def test_a_finished_task_whose_result_expired_before_its_caller_asked_is_a
         task_id = await create(peer, "commit", ttl_ms=100)
         app.release.set()
         task = await task_ended(captured, "commit")
-    assert {key: task.attributes.get(key) for key in ("tool.outcome", "tool.handler_outcome", "tool.ghost_risk")} == {
-        "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+    assert {key: task.attributes.get(key) for key in ("tool.outcome", "tool.handler_outcome", "tool.ghost_risk",
+                                                      "tool.ghost_kind")} == {
+        "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe",
+"tool.ghost_kind": "task_expired"}
     completed = [event.timestamp for event in task.events if event.attributes.get("mcp.task.status") == "completed"]
     assert task.end_time - completed[0] >= 100_000_000  # not before its ttl, counted from its terminal status
     (line,) = plugin_log()
@@ -328,8 +332,10 @@ async def test_a_finished_task_whose_session_ended_before_it_was_told_is_a_ghost
         assert task_spans(captured, "commit", SpanKind.SERVER) == []  # the caller may still ask for its result
     # The session is gone, and 1.x serves a task only to the session that created it: nobody will ever know.
     task = await task_ended(captured, "commit")
-    assert {key: task.attributes.get(key) for key in ("tool.outcome", "tool.handler_outcome", "tool.ghost_risk")} == {
-        "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
+    assert {key: task.attributes.get(key) for key in ("tool.outcome", "tool.handler_outcome", "tool.ghost_risk",
+                                                      "tool.ghost_kind")} == {
+        "tool.outcome": "ok", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe",
+        "tool.ghost_kind": "task_session_ended"}
     assert [name for name, _ in events(task)] == [STATUS_EVENT, STATUS_EVENT, GHOST_EVENT]
     (ghosts,) = captured.points("tool.ghost_responses")
     (line,) = plugin_log()

@@ -54,7 +54,8 @@ def assert_every_outcome_and_the_ghost(sink: OtlpSink, transport: str) -> None:
     ghost = spans["4"]
     assert ghost.events == [
         ("tool.request_cancelled", {"tool.cancel_message": "caller cancelled"}),
-        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}),
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe",
+                                 "tool.ghost_kind": "suppressed"}),
     ]
     assert ghost.status == "UNSET" and "error.type" not in ghost.attributes
     assert {s.attributes.get("network.transport") for s in spans.values()} == {transport}
@@ -65,7 +66,7 @@ def assert_every_outcome_and_the_ghost(sink: OtlpSink, transport: str) -> None:
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": "shielded_write",
         "tool.handler_outcome": "ok",
-        "tool.ghost_risk": "unsafe",
+        "tool.ghost_risk": "unsafe", "tool.ghost_kind": "suppressed",
     }
     durations = {
         (p.attributes.get("gen_ai.tool.name"), p.attributes.get("tool.outcome"))

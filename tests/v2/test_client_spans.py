@@ -76,7 +76,8 @@ async def test_a_caller_cancel_and_its_ghost_agree(captured) -> None:
     assert events(client_span) == [("tool.request_cancelled", {"tool.cancel_reason": "caller"})]
     assert events(server_span) == [
         ("tool.request_cancelled", {"tool.cancel_message": "caller cancelled"}),
-        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown",
+                                 "tool.ghost_kind": "suppressed"}),
     ]
     assert gates.side_effects == ["x.md"]
     assert client_span.status.status_code.name == "UNSET" and "error.type" not in client_span.attributes

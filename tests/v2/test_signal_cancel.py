@@ -71,7 +71,7 @@ async def test_a_cancel_in_signal_mode_leaves_the_handler_running_and_its_end_is
         assert peer.answers(5) == []  # the dispatcher wrote nothing
     assert finished == ["commit"]
     span = captured.server_span("tools/call")
-    ghost = {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown"}
+    ghost = {"tool.handler_outcome": handler_outcome, "tool.ghost_risk": "unknown", "tool.ghost_kind": "suppressed"}
     assert {key: span.attributes.get(key) for key in ("tool.outcome", "error.type", *ghost)} == {
         "tool.outcome": "cancelled", "error.type": None, **ghost}
     assert [(event.name, dict(event.attributes)) for event in span.events if event.name != "exception"] == [

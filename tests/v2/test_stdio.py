@@ -53,7 +53,8 @@ async def test_every_outcome_and_a_ghost_over_stdio(sink: OtlpSink, tmp_path: Pa
     (ghost,) = spans["tools/call sync_write"]
     assert ghost.events == [
         ("tool.request_cancelled", {"tool.cancel_message": "caller cancelled"}),
-        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown"}),
+        ("tool.ghost_response", {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown",
+                                 "tool.ghost_kind": "suppressed"}),
     ]
     assert ghost.status == "UNSET"
     assert ghost.attributes["network.transport"] == "pipe"
@@ -84,7 +85,7 @@ async def test_every_outcome_and_a_ghost_over_stdio(sink: OtlpSink, tmp_path: Pa
         "mcp.method.name": "tools/call",
         "gen_ai.tool.name": "sync_write",
         "tool.handler_outcome": "ok",
-        "tool.ghost_risk": "unknown",
+        "tool.ghost_risk": "unknown", "tool.ghost_kind": "suppressed",
     }
     assert ghosts.value == 1
 

@@ -264,7 +264,7 @@ class ServerHooksV1(FrameworkHooks):
                 session = getattr(instance, "_session", None)
                 self._telemetry.cancel_received(None, instance.request_id, reason, cancelled, session)
                 if not getattr(instance, "_entered", True):  # its handler has not begun: the SDK drops the cancel
-                    self._telemetry.answered.unheard(session, instance.request_id)
+                    self._telemetry.unheard(session, instance.request_id)
         if answering and self.active and self._guard:
             return None  # a cancel after the answer changes nothing; letting it run would break the session
         return await wrapped(*args, **kwargs)
