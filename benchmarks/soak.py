@@ -7,8 +7,11 @@ everything of a closed session stays flat.
     python benchmarks/soak.py [--sessions 10000]
 
 `plain`: no plugin, the SDK's providers as production runs them (batch span processor, periodic metric reader,
-OTLP/HTTP to a receiver that drops everything); `plugin`: the same, instrumented. Prints each mode's peak RSS
-(MiB), the sessions and request records still alive after `gc.collect()`, and the ratio plugin / plain.
+OTLP/HTTP to a receiver that drops everything); `floor`: the same, and the OpenTelemetry SDK's own calls for
+what the plugin records per call (a CLIENT and a SERVER span on mcp 1.x, which makes none itself, as mcp 2.x
+does; a point in each duration histogram): what holding that telemetry costs, whoever makes it; `plugin`: plain,
+instrumented. Prints each mode's peak RSS (MiB), the sessions and request records still alive after
+`gc.collect()`, and the ratios plugin / plain and plugin / floor.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import resource
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -45,7 +50,7 @@ def session_types() -> tuple[type, ...]:
     return (Session,)
 
 
-async def sessions(count: int) -> None:
+async def sessions(count: int, floor: bool = False) -> None:
     import anyio
     from mcp.shared.memory import create_client_server_memory_streams
 
@@ -58,12 +63,14 @@ async def sessions(count: int) -> None:
     server = Server("soak")
     lowlevel = getattr(server, "_lowlevel_server", None) or server._mcp_server
     release = anyio.Event()
+    telemetry = Floor() if floor else None
 
     @server.tool()
     async def work(text: str) -> str:
-        if text == "hold":
-            await release.wait()
-        return text
+        with telemetry.span("SERVER") if telemetry is not None else nullcontext():
+            if text == "hold":
+                await release.wait()
+            return text
 
     for n in range(count):
         async with create_client_server_memory_streams() as ((c_read, c_write), (s_read, s_write)):
@@ -71,12 +78,40 @@ async def sessions(count: int) -> None:
                 tg.start_soon(lowlevel.run, s_read, s_write, lowlevel.create_initialization_options())
                 async with ClientSession(c_read, c_write) as client:
                     await client.initialize()
-                    if n % 3 == 0:
-                        with anyio.move_on_after(0.001):
-                            await client.call_tool("work", {"text": "hold"})
-                    else:
-                        await client.call_tool("work", {"text": f"call {n}"})
+                    with telemetry.span("CLIENT") if telemetry is not None else nullcontext():
+                        if n % 3 == 0:
+                            with anyio.move_on_after(0.001):
+                                await client.call_tool("work", {"text": "hold"})
+                        else:
+                            await client.call_tool("work", {"text": f"call {n}"})
                 tg.cancel_scope.cancel()
+
+
+class Floor:
+    """The SDK's own calls for one side's span (on mcp 1.x) and duration point, as an instrumentation makes them."""
+
+    def __init__(self) -> None:
+        from importlib.metadata import version
+
+        from opentelemetry import metrics, trace
+
+        self._tracer = trace.get_tracer("floor") if version("mcp").startswith("1.") else None
+        meter = metrics.get_meter("floor")
+        self._durations = {side: meter.create_histogram(f"mcp.{side.lower()}.operation.duration", unit="s")
+                           for side in ("CLIENT", "SERVER")}
+
+    @contextmanager
+    def span(self, side: str) -> Iterator[None]:
+        from opentelemetry.trace import SpanKind
+
+        attributes = {"mcp.method.name": "tools/call", "gen_ai.tool.name": "work", "tool.outcome": "ok"}
+        opened = (self._tracer.start_as_current_span("tools/call work", kind=SpanKind[side], attributes=attributes)
+                  if self._tracer is not None else nullcontext())
+        with opened:
+            try:
+                yield
+            finally:
+                self._durations[side].record(0.001, attributes)
 
 
 def child(mode: str, count: int, endpoint: str) -> None:
@@ -98,7 +133,7 @@ def child(mode: str, count: int, endpoint: str) -> None:
         from otel_mcp_cancel import McpCancelInstrumentor
 
         McpCancelInstrumentor().instrument()
-    anyio.run(sessions, count)
+    anyio.run(sessions, count, mode == "floor")
     tracer_provider.force_flush()
     gc.collect()
     from otel_mcp_cancel.request_state import RequestRecord
@@ -121,7 +156,7 @@ def main() -> None:
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     endpoint = f"http://127.0.0.1:{receiver.server_address[1]}"
     results = {}
-    for mode in ("plain", "plugin"):
+    for mode in ("plain", "floor", "plugin"):
         done = subprocess.run([sys.executable, __file__, "--child", mode, "--sessions", str(options.sessions),
                                "--endpoint", endpoint], capture_output=True, text=True, check=True)
         results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -130,8 +165,9 @@ def main() -> None:
     receiver.shutdown()
     from importlib.metadata import version
 
-    print(f"mcp {version('mcp')}, {options.sessions} sessions: plugin / plain peak RSS "
-          f"{results['plugin']['peak_mib'] / results['plain']['peak_mib']:.3f}")
+    peak = {mode: found["peak_mib"] for mode, found in results.items()}
+    print(f"mcp {version('mcp')}, {options.sessions} sessions: peak RSS plugin / plain "
+          f"{peak['plugin'] / peak['plain']:.3f}, plugin / floor {peak['plugin'] / peak['floor']:.3f}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanKind
 
-from otel_mcp_cancel import ghost_stats, memory, retries
+from otel_mcp_cancel import config, ghost_stats, memory, retries
 from otel_mcp_cancel.request_state import LIVE
 from tests.conftest import instrumented
 from tests.raw_peer import is_result, raw_session, served_in_memory
@@ -137,7 +137,7 @@ async def test_a_retry_after_the_window_is_not_linked(framework, captured, monke
     async with raw_session(notes_server(gates, framework)) as peer:
         await make_ghost(peer, gates, 1, "shielded_write", "a.md")
         await span_of(captured, 1)
-        clock.now += retries.DEFAULT_WINDOW_SECONDS + 1
+        clock.now += config.DEFAULT_RETRY_WINDOW_SECONDS + 1
         await peer.call(2, "tools/call", {"name": "shielded_write", "arguments": {"path": "a.md"}})
         late = await span_of(captured, 2)
     assert late.events == () and late.links == ()

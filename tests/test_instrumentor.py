@@ -251,6 +251,22 @@ def test_instrument_imports_nothing_until_the_hooked_package_is_imported() -> No
     assert lines == ["False", "False", "True", "True"]
 
 
+def test_the_configuration_is_read_as_instrument_runs_not_as_mcp_is_imported() -> None:
+    """What the environment says when instrument() runs holds, whatever it says by the time mcp is imported."""
+    lines = run_python(PROBE + (
+        "import os\n"
+        "os.environ['OTEL_SEMCONV_STABILITY_OPT_IN'] = 'rpc'\n"
+        "instrumentor = McpCancelInstrumentor()\n"
+        "instrumentor.instrument()\n"
+        "del os.environ['OTEL_SEMCONV_STABILITY_OPT_IN']\n"
+        "import mcp\n"
+        "print(instrumentor._config.status_code_names, instrumentor._config.schema_url)\n"
+        "from otel_mcp_cancel import attributes\n"
+        "print(attributes._status_code_names)\n"
+    ))
+    assert lines == ["('rpc.status_code',)", "https://opentelemetry.io/schemas/1.45.0", "('rpc.status_code',)"]
+
+
 def test_an_import_after_uninstrument_hooks_nothing() -> None:
     lines = run_python(PROBE + (
         "McpCancelInstrumentor().instrument()\n"

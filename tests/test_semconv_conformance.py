@@ -14,7 +14,7 @@ import pytest
 from opentelemetry.sdk.metrics.export import Histogram, Sum
 
 from examples.otlp_sink import OtlpSink, ReceivedSpan, exporter_environment
-from otel_mcp_cancel.conventions import SCHEMA_URL
+from otel_mcp_cancel.conventions import SCHEMA_URL_DEFAULT as SCHEMA_URL
 from tests.raw_peer import raw_peer_over, raw_session, served_in_memory
 from tests.sdk_client import sdk_client
 from tests.semconv import CONVENTION, DEVIATIONS, OWN_NAMES, Emitted, metric_differences, span_differences

@@ -413,3 +413,6 @@ async def test_the_stability_opt_in_names_the_error_code(monkeypatch, opt_in: st
         found = {key: value for key, value in attributes.items() if key.startswith("rpc.")}
         assert found == dict.fromkeys(names, "-32602")
     assert (span.attributes["error.type"], point.attributes["error.type"]) == ("-32602", "-32602")
+    # The schema URL follows the names: core v1.45.0 once `rpc.status_code` is written, else 1.41.0.
+    release = "1.45.0" if "rpc.status_code" in names else "1.41.0"
+    assert span.instrumentation_scope.schema_url == f"https://opentelemetry.io/schemas/{release}"

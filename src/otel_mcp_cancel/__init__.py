@@ -18,7 +18,6 @@ import functools
 import importlib.metadata
 import importlib.util
 import logging
-import os
 import threading
 from collections.abc import Callable, Collection
 from typing import Any
@@ -29,17 +28,8 @@ from opentelemetry.trace import get_tracer
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from otel_mcp_cancel import faults, tool_registry
-from otel_mcp_cancel.conventions import SCHEMA_URL
-from otel_mcp_cancel.environment_variables import (
-    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT,
-    OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS,
-    OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL,
-    OTEL_PYTHON_MCP_CANCEL_FINGERPRINT_KEY,
-    OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD,
-    OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS,
-    OTEL_SEMCONV_STABILITY_OPT_IN,
-)
+from otel_mcp_cancel import attributes, config, faults, tool_registry
+from otel_mcp_cancel.config import Config
 from otel_mcp_cancel.ghosts import LEDGER, GhostStats, ghost_stats
 from otel_mcp_cancel.package import TASKS_EXTENSION, _instruments, _instruments_fastmcp_any
 from otel_mcp_cancel.user_hooks import McpRequestInfo, McpResponseInfo
@@ -66,8 +56,11 @@ class McpCancelInstrumentor(BaseInstrumentor):
         return _instruments
 
     def _instrument(self, **kwargs: Any) -> None:
+        self._config = config.read()
+        # Chosen once per instrumentation, as contrib's instrumentations read their stability opt-in.
+        attributes.write_status_code_as(self._config.status_code_names)
         try:
-            hook_makers = _hook_makers()
+            hook_makers = _hook_makers(self._config)
         except ImportError as exc:
             logger.warning("otel_mcp_cancel: mcp is not importable (%s); nothing is instrumented", exc)
             return
@@ -108,36 +101,35 @@ class McpCancelInstrumentor(BaseInstrumentor):
 
     def _start_telemetry(self) -> dict[str, Any]:
         """Both sides' telemetry, made once the first hooked package was imported."""
-        from otel_mcp_cancel import attributes
         from otel_mcp_cancel.client_telemetry import ClientTelemetry
         from otel_mcp_cancel.instruments import create_instruments
         from otel_mcp_cancel.liveness import Recording
         from otel_mcp_cancel.request_telemetry import SpanOptions
-        from otel_mcp_cancel.retries import RecentCalls
+        from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
         from otel_mcp_cancel.server_telemetry import ServerTelemetry
         from otel_mcp_cancel.user_hooks import UserHooks
 
-        kwargs = self._options
-        attributes.write_status_code_as(attributes.status_code_names(os.environ.get(OTEL_SEMCONV_STABILITY_OPT_IN)))
-        tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=SCHEMA_URL)
-        meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=SCHEMA_URL)
+        kwargs, chosen = self._options, self._config
+        tracer = get_tracer(__name__, __version__, kwargs.get("tracer_provider"), schema_url=chosen.schema_url)
+        meter = get_meter(__name__, __version__, kwargs.get("meter_provider"), schema_url=chosen.schema_url)
         instruments = create_instruments(meter)
         options = SpanOptions(
-            cancelled_is_error=_cancelled_is_error(),
-            capture_content=_capture_content(),
+            cancelled_is_error=chosen.cancelled_is_error,
+            capture_content=chosen.capture_content,
             user_hooks=UserHooks(kwargs.get("request_hook"), kwargs.get("response_hook")),
             recording=Recording(tracer, meter),
             tracer_provider=kwargs.get("tracer_provider"),
             meter_provider=kwargs.get("meter_provider"),
         )
+        fingerprints = CallFingerprints(chosen.fingerprint_key) if chosen.fingerprint_key else None
+        window = chosen.retry_window_seconds
         self._telemetry = {
-            SERVER: ServerTelemetry(tracer, instruments, RecentCalls(_retry_window()), options, _fingerprints()),
-            CLIENT: ClientTelemetry(tracer, instruments, options, RecentCalls(_retry_window())),
+            SERVER: ServerTelemetry(tracer, instruments, RecentCalls(window), options, fingerprints),
+            CLIENT: ClientTelemetry(tracer, instruments, options, RecentCalls(window)),
         }
         return self._telemetry
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        from otel_mcp_cancel import attributes
         from otel_mcp_cancel.hooks import wrapping
 
         self._generation += 1  # an import after this one hooks nothing
@@ -147,7 +139,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
         self._hook_sets, self._applied, self._telemetry = [], [], None
         # What this instrumentation learned and counted goes with it; what is still in flight drains by itself.
         faults.reset()
-        attributes.write_status_code_as(attributes.status_code_names(None))
+        attributes.write_status_code_as(config.status_code_names(None))
         LEDGER.reset()
         tool_registry.reset()
 
@@ -163,17 +155,17 @@ def _made(module: str, name: str, **options: Any) -> Callable[[Any], Any]:
     return lambda telemetry: getattr(importlib.import_module(module), name)(telemetry, **options)
 
 
-def _hook_makers() -> list[tuple[str, Callable[[Any], Any], str]]:
+def _hook_makers(chosen: Config | None = None) -> list[tuple[str, Callable[[Any], Any], str]]:
     """Each hook set to apply, as (the side whose telemetry it reports to, its maker, the module whose import
     applies it), for the installed SDK line and frameworks; ImportError when mcp is missing."""
-    return [*_sdk_hook_makers(), *_fastmcp_hook_makers()]
+    return [*_sdk_hook_makers(chosen), *_fastmcp_hook_makers()]
 
 
-def _sdk_hook_makers() -> list[tuple[str, Callable[[Any], Any], str]]:
+def _sdk_hook_makers(chosen: Config | None = None) -> list[tuple[str, Callable[[Any], Any], str]]:
+    chosen = chosen or config.read()
     mcp_version = Version(importlib.metadata.version("mcp"))
     if mcp_version.major == 1:
-        guard = _choice(OTEL_PYTHON_MCP_CANCEL_GHOST_GUARD, ("on", "off")) == "on"
-        courtesy_cancel = _choice(OTEL_PYTHON_MCP_CANCEL_COURTESY_CANCEL, ("off", "on")) == "on"
+        guard, courtesy_cancel = chosen.ghost_guard, chosen.courtesy_cancel
         # Before 1.23 a client reads answers inside its receive loop, where nothing can observe one it drops.
         late_answers = mcp_version >= Version("1.23")
         makers = [
@@ -245,40 +237,3 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # a parent package is missing
         return False
-
-
-def _capture_content() -> bool:
-    """The GenAI instrumentations' shared opt-in; anything but true keeps tool content out."""
-    return os.environ.get(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, "").strip().lower() == "true"
-
-
-def _cancelled_is_error() -> bool:
-    return _choice(OTEL_PYTHON_MCP_CANCEL_CANCELLED_SPAN_STATUS, ("unset", "error")) == "error"
-
-
-def _fingerprints() -> Any:
-    from otel_mcp_cancel.retries import CallFingerprints
-
-    key = os.environ.get(OTEL_PYTHON_MCP_CANCEL_FINGERPRINT_KEY, "")
-    return CallFingerprints(key) if key else None
-
-
-def _retry_window() -> float:
-    from otel_mcp_cancel.retries import DEFAULT_WINDOW_SECONDS
-
-    raw = os.environ.get(OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS, str(DEFAULT_WINDOW_SECONDS))
-    try:
-        return max(float(raw), 0.0)
-    except ValueError:
-        logger.warning("otel_mcp_cancel: %s=%r is not a number of seconds; using %s",
-                       OTEL_PYTHON_MCP_CANCEL_RETRY_WINDOW_SECONDS, raw, DEFAULT_WINDOW_SECONDS)
-        return DEFAULT_WINDOW_SECONDS
-
-
-def _choice(variable: str, allowed: tuple[str, ...]) -> str:
-    """The variable's value if allowed, else (with a warning) the first allowed value, the default."""
-    value = os.environ.get(variable, allowed[0]).strip().lower()
-    if value not in allowed:
-        logger.warning("otel_mcp_cancel: %s=%r is not one of %s; using %r", variable, value, allowed, allowed[0])
-        return allowed[0]
-    return value

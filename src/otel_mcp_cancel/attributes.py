@@ -31,12 +31,11 @@ from otel_mcp_cancel.conventions import (
     OTHER,
     PROMPTS_GET,
     RPC_RESPONSE_STATUS_CODE,
-    RPC_STATUS_CODE,
     TASK_METHODS,
     TOOL_OUTCOME,
     TOOLS_CALL,
 )
-from otel_mcp_cancel.outcome import SHARED_VERDICTS, Verdict
+from otel_mcp_cancel.outcome import SHARED_VERDICTS, Verdict, exception_type
 
 # Methods a client can send are a closed set in the spec; anything else a server does not serve is
 # folded, on spans and metrics, so a peer cannot mint span names or series with invented methods.
@@ -249,15 +248,6 @@ def _verdict_pairs(method: str, verdict: Verdict) -> tuple[tuple[str, Any], ...]
     return tuple(attributes)
 
 
-def status_code_names(opt_in: str | None) -> tuple[str, ...]:
-    """The names a JSON-RPC error code is written under, from OTEL_SEMCONV_STABILITY_OPT_IN's value: the RPC
-    conventions' transition (core v1.45.0) from `rpc.response.status_code` to `rpc.status_code`."""
-    values = {value.strip() for value in (opt_in or "").split(",")}
-    if "rpc/dup" in values:
-        return RPC_RESPONSE_STATUS_CODE, RPC_STATUS_CODE
-    return (RPC_STATUS_CODE,) if "rpc" in values else (RPC_RESPONSE_STATUS_CODE,)
-
-
 def write_status_code_as(names: tuple[str, ...]) -> None:
     """Chosen once per instrumentation, as contrib's instrumentations read their stability opt-in."""
     global _status_code_names
@@ -338,10 +328,8 @@ def exception_attributes(error: BaseException, with_message: bool) -> dict[str, 
         if error.__cause__ is None:
             break
         error = error.__cause__
-    kind = type(error)
-    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
     attributes: dict[str, Any] = {
-        EXCEPTION_TYPE: name[:MAX_ATTRIBUTE_LENGTH],
+        EXCEPTION_TYPE: exception_type(error)[:MAX_ATTRIBUTE_LENGTH],
         EXCEPTION_STACKTRACE: "".join(traceback.format_tb(error.__traceback__))[-MAX_CONTENT_LENGTH:],
     }
     if with_message:

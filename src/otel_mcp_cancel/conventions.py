@@ -185,9 +185,11 @@ EVENT_TASK_STATUS = "tool.task_status_changed"  # on a task's span, each status 
 CANCEL_REASON_TIMEOUT = "timeout"
 CANCEL_REASON_CALLER = "caller"
 
-# The semantic-conventions release whose names this telemetry follows: the last core release that held the MCP
-# conventions (they now live in semantic-conventions-genai, which publishes no schema of its own).
-SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
+# The semantic-conventions release whose names this telemetry follows: by default the last core release that held
+# the MCP conventions (they now live in semantic-conventions-genai, which publishes no schema of its own); with the
+# rpc stability opt-in (`rpc.status_code`), core v1.45.0, on which semantic-conventions-genai v0.1.0 is built.
+SCHEMA_URL_DEFAULT = "https://opentelemetry.io/schemas/1.41.0"
+SCHEMA_URL_RPC = "https://opentelemetry.io/schemas/1.45.0"
 
 # Metrics.
 SERVER_OPERATION_DURATION = "mcp.server.operation.duration"

@@ -29,8 +29,8 @@ finishes after a cancel ends its session (SDK issue #2416)."""
 OTEL_SEMCONV_STABILITY_OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"
 """OpenTelemetry's shared opt-in, a comma-separated list; the plugin reads its `rpc` values, as the RPC
 conventions (core v1.45.0) define them, for the one RPC name it writes. Unset (default): a JSON-RPC error code is
-`rpc.response.status_code`. `rpc`: `rpc.status_code` instead. `rpc/dup`: both (it wins over `rpc`). Read when
-the first hooked package is imported after `instrument()`."""
+`rpc.response.status_code`. `rpc`: `rpc.status_code` instead. `rpc/dup`: both (it wins over `rpc`); either
+also makes the schema URL core v1.45.0's. Read when `instrument()` runs."""
 
 
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

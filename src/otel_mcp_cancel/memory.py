@@ -3,14 +3,16 @@
 A memory holds keyed values in scopes (a session, a stream; None for the process): at most `per_scope` in one
 scope and `total` in all, oldest out, each for at most `max_age` seconds, an age enforced as values are written
 as well as read, so nothing outlives its window just because nobody asks. A scope is held by its id, never by
-itself: one that can be weakly referenced is forgotten as it is collected (`weakref.finalize`), and any other is
-forgotten by `forget` as it ends (or ages out). What goes in is a span context, a bounded label or a small summary
+itself: one that can be weakly referenced is forgotten as it is collected (a weak reference's callback, not
+`weakref.finalize`, which registers an exit hook in the process), and any other is forgotten by `forget` as it
+ends (or ages out). What goes in is a span context, a bounded label or a small summary
 made for the purpose: never a request's record, its result or its tool's arguments, which would keep a closed
 session (and a caller's data) alive.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import weakref
@@ -28,9 +30,10 @@ class Memory(Generic[Value]):
         self._lock = threading.Lock()
         # Every entry, oldest first: (scope id, key) -> (value, when written).
         self._entries: OrderedDict[tuple[int, Hashable], tuple[Value, float]] = OrderedDict()
-        # Each scope's keys, oldest first, and the finalizer that forgets it (None for a scope that cannot have one).
-        self._scopes: dict[int, tuple[OrderedDict[Hashable, None], weakref.finalize | None]] = {}
-        # Scopes collected since the last call, forgotten by the next one before anything else: a finalizer runs
+        # Each scope's keys, oldest first, and the weak reference whose callback forgets it (None for a scope that
+        # cannot have one).
+        self._scopes: dict[int, tuple[OrderedDict[Hashable, None], weakref.ref[Any] | None]] = {}
+        # Scopes collected since the last call, forgotten by the next one before anything else: a callback runs
         # wherever the collector does (under this lock, perhaps), and a new scope may take a collected one's id.
         self._collected: list[int] = []
 
@@ -100,13 +103,12 @@ class Memory(Generic[Value]):
     def _keys_of(self, scope: object, scope_id: int) -> OrderedDict[Hashable, None]:
         held = self._scopes.get(scope_id)
         if held is None:
-            finalizer: weakref.finalize | None = None
-            try:  # weakly: the finalizer holds neither the scope nor this memory
-                finalizer = weakref.finalize(scope, _forget_scope, weakref.ref(self), scope_id)
-                finalizer.atexit = False
+            watch: weakref.ref[Any] | None = None
+            try:  # the callback holds neither the scope nor this memory
+                watch = weakref.ref(scope, functools.partial(_forget_scope, weakref.ref(self), scope_id))
             except TypeError:  # None, or a scope that cannot be weakly referenced: `forget` and the age bound it
                 pass
-            held = self._scopes[scope_id] = (OrderedDict(), finalizer)
+            held = self._scopes[scope_id] = (OrderedDict(), watch)
         return held[0]
 
     def _settle(self, now: float) -> None:
@@ -124,12 +126,10 @@ class Memory(Generic[Value]):
     def _drop(self, entry: tuple[int, Hashable]) -> None:
         del self._entries[entry]
         scope_id, key = entry
-        keys, finalizer = self._scopes[scope_id]
+        keys = self._scopes[scope_id][0]
         del keys[key]
         if not keys:
-            del self._scopes[scope_id]
-            if finalizer is not None:
-                finalizer.detach()
+            del self._scopes[scope_id]  # and its weak reference: its callback will not run
 
     def _forget(self, scope_id: int) -> None:
         held = self._scopes.get(scope_id)
@@ -146,7 +146,7 @@ def _id(scope: object) -> int:
     return 0 if scope is None else id(scope)
 
 
-def _forget_scope(memory: weakref.ref[Memory[Any]], scope_id: int) -> None:
+def _forget_scope(memory: weakref.ref[Memory[Any]], scope_id: int, _collected: object) -> None:
     found = memory()
     if found is not None:
         found._collected.append(scope_id)  # atomic: no lock, which the collector may be running under

@@ -138,6 +138,12 @@ def transport_error_type(error: BaseException) -> str:
     status = getattr(getattr(error, "response", None), "status_code", None)
     if type(status) is int:
         return str(status)
+    return exception_type(error)
+
+
+def exception_type(error: BaseException) -> str:
+    """The one name an exception's type goes by, in `error.type` and `exception.type` alike: its fully qualified
+    name (`httpx.HTTPStatusError`), a builtin's bare (`ValueError`), as the conventions ask of a type."""
     kind = type(error)
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 

@@ -22,7 +22,6 @@ from opentelemetry.trace import SpanContext
 from otel_mcp_cancel.memory import Memory
 
 CAPACITY = 10_000  # in one scope and in all: a single busy session may fill it
-DEFAULT_WINDOW_SECONDS = 300.0
 FINGERPRINT_LENGTH = 32  # hex characters: 128 bits
 
 

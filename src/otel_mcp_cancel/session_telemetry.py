@@ -35,6 +35,7 @@ from otel_mcp_cancel.conventions import (
     SERVER_PORT,
 )
 from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.outcome import exception_type
 
 
 @dataclass(eq=False)
@@ -73,7 +74,7 @@ def error_type(error: BaseException) -> str:
     class of the first exception inside it that is not a cancellation its siblings caused."""
     leaves = list(_leaves(error))
     causes = [leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)] or leaves
-    return type(causes[0]).__qualname__
+    return exception_type(causes[0])
 
 
 def _leaves(error: BaseException) -> Iterator[BaseException]:
