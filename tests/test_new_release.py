@@ -66,7 +66,7 @@ def captured_with(monkeypatch: pytest.MonkeyPatch, rewrite: Any = None) -> Itera
     real_apply = wrapping.apply
     with monkeypatch.context() as patch:
         if rewrite is not None:
-            patch.setattr(wrapping, "apply", lambda hooks: real_apply(rewrite(list(hooks))))
+            patch.setattr(wrapping, "apply", lambda hooks, reaches=(): real_apply(rewrite(list(hooks)), reaches))
         with instrumented(patch) as captured:
             yield captured
 

@@ -88,16 +88,20 @@ class McpCancelInstrumentor(BaseInstrumentor):
                 from otel_mcp_cancel.hooks import wrapping
 
                 telemetry = self._telemetry if self._telemetry is not None else self._start_telemetry()
-                for side, make in makers:
+            except Exception:
+                logger.exception("otel_mcp_cancel: hooking in failed; requests on that path are not traced")
+                return
+            for side, make in makers:  # each on its own: one that fails costs only its own hooks
+                try:
                     hook_set = make(telemetry[side])
                     if hook_set.offers_waiting_spans:
                         telemetry[side].spans_wait = True
                     if hook_set.finds_current_record:
                         telemetry[side].records_current = True
                     self._hook_sets.append(hook_set)
-                    self._applied += wrapping.apply(hook_set.hooks())
-            except Exception:
-                logger.exception("otel_mcp_cancel: hooking in failed; requests on that path are not traced")
+                    self._applied += wrapping.apply(hook_set.hooks(), hook_set.reaches())
+                except Exception:
+                    logger.exception("otel_mcp_cancel: hooking in failed; requests on that path are not traced")
 
     def _start_telemetry(self) -> dict[str, Any]:
         """Both sides' telemetry, made once the first hooked package was imported."""
@@ -195,7 +199,7 @@ def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any], str]]:
     server = "otel_mcp_cancel.hooks.fastmcp_server"
     makers = [(SERVER, _made(server, "FastMCPServerHooks", major=major), "fastmcp")]
     if major >= 3:
-        makers.append((CLIENT, _made(server, "FastMCPClientHooks"), "fastmcp"))
+        makers.append((CLIENT, _made(server, "FastMCPClientHooks", major=major), "fastmcp"))
     # Task engines, all on Docket: FastMCP 4's extension package (the 2026-07-28 tasks extension), and
     # FastMCP 2.x's and 3.x's own `task=True` with its optional Docket, hooked as Docket is imported.
     engine, trigger = (TASKS_EXTENSION, TASKS_EXTENSION) if major >= 4 else ("fastmcp", "docket")

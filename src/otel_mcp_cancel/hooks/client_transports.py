@@ -21,6 +21,7 @@ from otel_mcp_cancel.conventions import (
     SERVER_PORT,
 )
 from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.hooks.reach import Local
 from otel_mcp_cancel.hooks.wrapping import Hook
 
 _HELPERS = ("stdio_client", "streamable_http_client", "streamablehttp_client", "sse_client")
@@ -53,13 +54,14 @@ def transport_hooks(wrapper: Callable[[Any, Any, Any, Any], Any], bindings: tupl
     return hooks
 
 
-def remembered(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """What a hooked helper returns: its context manager, remembering the streams it yields."""
+def remembered(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], transport_local: Local | None) -> Any:
+    """What a hooked helper returns: its context manager, remembering the streams it yields (`transport_local`:
+    where the line's streamable HTTP helper holds its transport, if it does)."""
     context_manager = wrapped(*args, **kwargs)
     if isinstance(context_manager, Remembered):  # a binding of a helper hooked where mcp defines it
         return context_manager
     with contained("reading a transport's destination"):
-        return Remembered(context_manager, destination(wrapped.__name__, args, kwargs))
+        return Remembered(context_manager, destination(wrapped.__name__, args, kwargs), transport_local)
     return context_manager
 
 
@@ -95,16 +97,17 @@ class Remembered:
     """The helper's async context manager, remembering the streams it yields while they are open, and how
     to read the session id its transport was given (streamable HTTP)."""
 
-    def __init__(self, context_manager: Any, attributes: dict[str, Any]) -> None:
+    def __init__(self, context_manager: Any, attributes: dict[str, Any], transport_local: Local | None) -> None:
         self._context_manager = context_manager
         self._attributes = attributes
+        self._transport_local = transport_local
         self._key: int | None = None
 
     async def __aenter__(self) -> Any:
         streams = await self._context_manager.__aenter__()
         write_stream, session_id = streams[1], None
         with contained("finding a transport's session id"):
-            session_id = _session_id_getter(self._context_manager, streams)
+            session_id = _session_id_getter(self._context_manager, streams, self._transport_local)
         with _lock:
             self._key = id(write_stream)
             _open[self._key] = (write_stream, self._attributes, session_id)
@@ -116,13 +119,16 @@ class Remembered:
         return await self._context_manager.__aexit__(*exc_info)
 
 
-def _session_id_getter(context_manager: Any, streams: Any) -> Callable[[], object] | None:
+def _session_id_getter(
+    context_manager: Any, streams: Any, transport_local: Local | None
+) -> Callable[[], object] | None:
     """mcp 1.x's streamable HTTP helper yields a getter; 2.x's keeps the session id on its transport, a local
-    of the helper, suspended at its `yield` while the streams are open."""
+    of the helper (`transport_local`), suspended at its `yield` while the streams are open."""
     if len(streams) > 2 and callable(streams[2]):
         return streams[2]
-    frame = getattr(getattr(context_manager, "gen", None), "ag_frame", None)
-    transport = frame.f_locals.get("transport") if frame is not None else None
+    if transport_local is None:
+        return None
+    transport = transport_local.of(getattr(getattr(context_manager, "gen", None), "ag_frame", None))
     if transport is not None and hasattr(transport, "session_id"):
         return lambda: transport.session_id
     return None

@@ -14,17 +14,15 @@ from typing import Any
 
 import anyio
 import wrapt
-from mcp import ClientSession, types
-from mcp.shared.exceptions import McpError
 from opentelemetry.propagate import inject
 
 from otel_mcp_cancel.attributes import is_tool_error
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained, fault
+from otel_mcp_cancel.hooks import sdk_v1 as sdk
+from otel_mcp_cancel.hooks.capabilities import CLIENT_REQUESTS, LATE_ANSWERS
 from otel_mcp_cancel.hooks.observations import (
-    CLIENT_REQUESTS,
-    LATE_ANSWERS,
     WIRE_DUMP,
     ClientHooks,
     arg,
@@ -32,6 +30,7 @@ from otel_mcp_cancel.hooks.observations import (
     note_result,
     wire_params,
 )
+from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, error_answer
 from otel_mcp_cancel.request_telemetry import Serving
@@ -73,6 +72,7 @@ async def _courtesy_cancel(session: Any, request_id: Any, reason: str) -> None:
     """Tell the server what 2.x clients tell it: shielded (the caller may be cancelled) and bounded."""
     with anyio.move_on_after(_COURTESY_CANCEL_SECONDS, shield=True):
         with contained("sending a courtesy cancel"):
+            types = sdk.types.value
             params = types.CancelledNotificationParams(requestId=request_id, reason=reason)
             cancel = types.CancelledNotification(method="notifications/cancelled", params=params)
             await session.send_notification(types.ClientNotification(cancel))
@@ -81,6 +81,10 @@ async def _courtesy_cancel(session: Any, request_id: Any, reason: str) -> None:
 class ClientHooksV1(ClientHooks):
     _telemetry: ClientTelemetry
     finds_current_record = False  # nothing inside `send_request` is hooked
+    sdk = sdk
+
+    def reaches(self) -> list[Reach]:
+        return sdk.CLIENT
 
     def __init__(self, telemetry: ClientTelemetry, *, courtesy_cancel: bool, late_answers: bool) -> None:
         super().__init__(telemetry)
@@ -103,23 +107,24 @@ class ClientHooksV1(ClientHooks):
         if self.active and self._telemetry.late_answers.held:
             with contained("reading a late answer"):
                 answer = arg(args, kwargs, 0, "message").message.root
-                if isinstance(answer, types.JSONRPCError):
+                if isinstance(answer, sdk.types.value.JSONRPCError):
                     seen = error_answer(answer.error.code, answer.error.message)
                 else:
                     seen = Answer.result(is_tool_error(answer.result))
-                self._telemetry.answered_late(instance._write_stream, answer.id, seen)
+                self._telemetry.answered_late(sdk.session_write_stream(instance), answer.id, seen)
         return await wrapped(*args, **kwargs)
 
     def session_stream(self, session: Any) -> object:
-        return session._write_stream
+        return sdk.session_write_stream(session)
 
     async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         record, outgoing = None, args[0] if args else kwargs["request"]
         if self.active and self._telemetry.traced():
             try:
                 request = getattr(outgoing, "root", outgoing)  # FastMCP 2.x passes bare requests
-                params, request_id = wire_params(request, self._telemetry.params_as_sent), instance._request_id
-                record = self.open(request.method, params, request_id, instance._write_stream, checked=True)
+                params = wire_params(request, self._telemetry.params_as_sent)
+                request_id = sdk.session_next_request_id(instance)
+                record = self.open(request.method, params, request_id, sdk.session_write_stream(instance), checked=True)
             except Exception:
                 fault("opening a client span")
         if record is None:
@@ -138,14 +143,14 @@ class ClientHooksV1(ClientHooks):
             except anyio.get_cancelled_exc_class():
                 record.note_cancel(CANCEL_REASON_CALLER)
                 self._telemetry.gave_up(record)
-                if self._courtesy_cancel and isinstance(instance, ClientSession):
+                if self._courtesy_cancel and isinstance(instance, sdk.ClientSession.value):
                     await _courtesy_cancel(instance, record.request_id, "caller cancelled")
                 raise
-            except McpError as exc:
+            except sdk.McpError.value as exc:
                 if exc.error.code == _READ_TIMEOUT_CODE:
                     record.note_cancel(CANCEL_REASON_TIMEOUT)
                     self._telemetry.gave_up(record)
-                    if self._courtesy_cancel and isinstance(instance, ClientSession):
+                    if self._courtesy_cancel and isinstance(instance, sdk.ClientSession.value):
                         await _courtesy_cancel(instance, record.request_id, "timed out")
                 else:
                     record.note_answer(error_answer(exc.error.code, exc.error.message))

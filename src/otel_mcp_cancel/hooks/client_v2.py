@@ -11,15 +11,16 @@ import contextlib
 from typing import Any
 
 import anyio
-from mcp.shared.exceptions import MCPError
-from mcp_types import REQUEST_TIMEOUT, ErrorData
 from opentelemetry.trace import NonRecordingSpan, SpanKind
 
 from otel_mcp_cancel.attributes import is_tool_error
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT, JSONRPC_REQUEST_ID
 from otel_mcp_cancel.faults import contained, fault
-from otel_mcp_cancel.hooks.observations import CLIENT_REQUESTS, LATE_ANSWERS, ClientHooks, arg, note_result
+from otel_mcp_cancel.hooks import sdk_v2 as sdk
+from otel_mcp_cancel.hooks.capabilities import CANCEL_REASONS_CLIENT, CLIENT_REQUESTS, LATE_ANSWERS, ONE_CLIENT_SPAN
+from otel_mcp_cancel.hooks.observations import ClientHooks, arg, note_result
+from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, error_answer
 from otel_mcp_cancel.request_state import current_client_record
@@ -28,9 +29,13 @@ from otel_mcp_cancel.request_telemetry import Serving
 
 class ClientHooksV2(ClientHooks):
     _telemetry: ClientTelemetry
+    sdk = sdk
+
+    def reaches(self) -> list[Reach]:
+        return sdk.CLIENT
 
     def session_stream(self, session: Any) -> object:
-        return getattr(session._dispatcher, "_write_stream", None)  # None in process: no transport
+        return sdk.dispatcher_write_stream(sdk.client_dispatcher(session))  # None in process: no transport
 
     def hooks(self) -> list[Hook]:
         return [
@@ -41,11 +46,10 @@ class ClientHooksV2(ClientHooks):
             Hook("mcp.shared.direct_dispatcher", "DirectDispatcher.send_raw_request", self._send, CLIENT_REQUESTS,
                  ("method", "params")),
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._cancel_outbound", self._cancel_outbound,
-                 "why a client gave up a call (tool.cancel_reason: timeout or caller)", ("request_id", "reason")),
+                 CANCEL_REASONS_CLIENT, ("request_id", "reason")),
             Hook("mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher._resolve_pending", self._resolve, LATE_ANSWERS,
                  ("request_id", "outcome")),
-            Hook("mcp.shared.jsonrpc_dispatcher", "otel_span", self._sdk_span,
-                 "one CLIENT span per request (the SDK's own steps aside for ours)"),
+            Hook("mcp.shared.jsonrpc_dispatcher", "otel_span", self._sdk_span, ONE_CLIENT_SPAN),
         ]
 
     async def _send(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -53,7 +57,7 @@ class ClientHooksV2(ClientHooks):
         if self.active:
             try:
                 method, params = arg(args, kwargs, 0, "method"), arg(args, kwargs, 1, "params")
-                record = self.open(method, params, None, getattr(instance, "_write_stream", None))
+                record = self.open(method, params, None, sdk.dispatcher_write_stream(instance))
             except Exception:
                 fault("opening a client span")
         if record is None:
@@ -65,8 +69,8 @@ class ClientHooksV2(ClientHooks):
                 record.note_cancel(CANCEL_REASON_CALLER)
                 self._telemetry.gave_up(record)
                 raise
-            except MCPError as exc:
-                if exc.error.code == REQUEST_TIMEOUT:
+            except sdk.MCPError.value as exc:
+                if exc.error.code == sdk.REQUEST_TIMEOUT.value:
                     record.note_cancel(CANCEL_REASON_TIMEOUT)  # our own deadline; the peer answered nothing
                     self._telemetry.gave_up(record)
                 else:
@@ -91,11 +95,11 @@ class ClientHooksV2(ClientHooks):
         if self.active and self._telemetry.late_answers.held:
             with contained("reading a late answer"):
                 request_id, outcome = arg(args, kwargs, 0, "request_id"), arg(args, kwargs, 1, "outcome")
-                if isinstance(outcome, ErrorData):
+                if isinstance(outcome, sdk.ErrorData.value):
                     seen = error_answer(outcome.code, outcome.message)
                 else:
                     seen = Answer.result(is_tool_error(outcome))
-                self._telemetry.answered_late(getattr(instance, "_write_stream", None), request_id, seen)
+                self._telemetry.answered_late(sdk.dispatcher_write_stream(instance), request_id, seen)
         return wrapped(*args, **kwargs)
 
     def _sdk_span(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -18,9 +18,11 @@ from typing import Any
 from opentelemetry.trace import get_tracer
 
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.hooks import client_transports
+from otel_mcp_cancel.hooks import client_transports, sdk_v1, sdk_v2
+from otel_mcp_cancel.hooks.capabilities import SESSIONS, TOOL_ENDS
 from otel_mcp_cancel.hooks.fastmcp_spans import FASTMCP_SCOPE, fastmcp_tracer
-from otel_mcp_cancel.hooks.observations import SESSIONS, TOOL_ENDS, FrameworkHooks, HookSet, arg, observed
+from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg, observed
+from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record
 
@@ -65,8 +67,12 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
     def __init__(self, telemetry: Any, major: int) -> None:
         super().__init__(telemetry)
         self._major = major
+        self.sdk = sdk_v2 if major >= 4 else sdk_v1  # the SDK line FastMCP's major runs on
         if telemetry is not None:
             telemetry.registries.append(self.registered_tool)
+
+    def reaches(self) -> list[Reach]:
+        return [self.sdk.stdio_stdout]
 
     def registered_tool(self, lowlevel_server: Any, name: str) -> Any:
         """The local tool of that name of the FastMCP behind a low-level server, or None: read from its own
@@ -134,6 +140,13 @@ class FastMCPClientHooks(_LendsSpans, HookSet):
     offers_waiting_spans = True
     finds_current_record = False
 
+    def __init__(self, telemetry: Any, major: int = 4) -> None:
+        super().__init__(telemetry)
+        self.sdk = sdk_v2 if major >= 4 else sdk_v1  # the SDK line FastMCP's major runs on
+
+    def reaches(self) -> list[Reach]:
+        return [reach for reach in (self.sdk.http_client_transport,) if reach is not None]
+
     def hooks(self) -> list[Hook]:
         return [
             Hook("fastmcp.client.telemetry", "get_tracer", self.tracer,
@@ -142,4 +155,6 @@ class FastMCPClientHooks(_LendsSpans, HookSet):
         ]
 
     def _transport(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        return client_transports.remembered(wrapped, args, kwargs) if self.active else wrapped(*args, **kwargs)
+        if not self.active:
+            return wrapped(*args, **kwargs)
+        return client_transports.remembered(wrapped, args, kwargs, self.sdk.http_client_transport)

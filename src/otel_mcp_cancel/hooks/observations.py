@@ -34,18 +34,19 @@ from otel_mcp_cancel.conventions import (
 )
 from otel_mcp_cancel.faults import contained, fault, lost
 from otel_mcp_cancel.hooks import client_transports
+from otel_mcp_cancel.hooks.capabilities import (
+    CLIENT_SESSIONS,
+    HTTP_APP_EXPORT,
+    STDIO_DELIVERY,
+    TOOL_ENDS,
+    TRANSPORT_FAILURES,
+)
+from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd, task_status
 from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
 from otel_mcp_cancel.session_telemetry import SessionRecord, note_destination
 from otel_mcp_cancel.stdio_wire import StdioWire, follow
-
-SESSIONS = "server sessions (mcp.server.session.duration), and which requests came over stdio"
-TOOL_ENDS = "how a tool's own function ended: ghosts of tool calls"
-CLIENT_REQUESTS = "client spans and outcomes of the requests a client sends"
-TRANSPORT_FAILURES = "client calls whose streamable HTTP transport failed (failed, with the HTTP status or the error)"
-LATE_ANSWERS = "answers that reached a client after it gave up on the call (tool.late_answers)"
-CLIENT_SESSIONS = "client sessions (mcp.client.session.duration), and calls whose caller closed the session"
 
 # Set in the serving task's context when it calls `stdio_server`; the transport's writer task and the handler
 # tasks inherit it.
@@ -256,8 +257,10 @@ class ClientSessionEntry:
 
 
 class HookSet:
-    """One SDK line's hooks on one side, reporting to one telemetry object."""
+    """One SDK line's hooks on one side, reporting to one telemetry object, and what else of the SDK they reach
+    for (the line's `sdk_v1` or `sdk_v2`)."""
 
+    sdk: Any  # the module declaring the line's reaches
     active = True  # a wrapper someone kept after uninstrument() becomes a pass-through
     offers_waiting_spans = False  # it opens spans around requests for them to take (`WaitingSpan`)
     finds_current_record = True  # a hook of it finds the request being served or sent by its side's `current`
@@ -268,6 +271,13 @@ class HookSet:
     def stop(self) -> None:
         self.active = False
         self._telemetry.stop()
+
+    def hooks(self) -> list[Hook]:
+        raise NotImplementedError
+
+    def reaches(self) -> list[Reach]:
+        """What the hooks read of the SDK besides their targets: probed with them (`wrapping.apply`)."""
+        return []
 
 
 class FrameworkHooks(HookSet):
@@ -291,7 +301,7 @@ class FrameworkHooks(HookSet):
             *(self.stdio_hook(module) for module in stdio_bindings),
             # A streamable HTTP app's sessions, served from its lifespan: its end is where a worker stops.
             Hook("mcp.server.streamable_http_manager", "StreamableHTTPSessionManager.run", self.http_serving,
-                 "the export as a streamable HTTP app stops (each uvicorn worker's last telemetry)"),
+                 HTTP_APP_EXPORT),
         ]
 
     def stdio_hook(self, module: str) -> Hook:
@@ -340,11 +350,10 @@ class FrameworkHooks(HookSet):
             unfollow: list[Callable[[], None]] = []
 
             def entered(manager: Any) -> None:
-                stdout = _transport_stdout(manager)
+                stdout = _transport_stdout(self.sdk.stdio_stdout, manager)
                 if stdout is None:
-                    lost("stdio answers that never reached their caller (a failed write to stdout)",
-                         "the SDK's `stdio_server` holds no `stdout` to follow; its calls are concluded as their "
-                         "answers are handed to the transport")
+                    lost(STDIO_DELIVERY, "the `stdio_server` entered holds no `stdout` to follow (another library "
+                         "may have wrapped it); its calls are concluded as their answers are handed to the transport")
                 else:
                     unfollow.append(follow(stdout, wire))
 
@@ -373,11 +382,12 @@ class FrameworkHooks(HookSet):
         event store: a caller may resume the stream and be given the answer then."""
         if self.active:
             with contained("noticing a request's stream closing"):
-                request_id = arg(args, kwargs, 0, "request_id")
-                if request_id in instance._request_streams and instance._event_store is None:
-                    stream = instance._write_stream  # the one its session (1.x) or dispatcher (2.x) writes to
+                request_id, sdk = arg(args, kwargs, 0, "request_id"), self.sdk
+                if request_id in sdk.http_request_streams(instance, ()) and sdk.http_event_store(instance) is None:
+                    stream = sdk.http_write_stream(instance)  # the one its session (1.x) or dispatcher (2.x) writes to
                     wire_id = str(request_id)
-                    LIVE.caller_gone_of(lambda record: getattr(record.session, "_write_stream", None) is stream
+                    written_by = sdk.session_write_stream
+                    LIVE.caller_gone_of(lambda record: stream is not None and written_by(record.session) is stream
                                         and str(record.request_id) == wire_id)
         return await wrapped(*args, **kwargs)
 
@@ -404,11 +414,10 @@ class ObservedContext(wrapt.ObjectProxy):
                 self._self_left()
 
 
-def _transport_stdout(manager: Any) -> Any:
-    """The stdout file object the SDK's entered `stdio_server` writes to (a local of its suspended generator,
-    on both lines), or None."""
-    frame = getattr(getattr(manager, "gen", None), "ag_frame", None)
-    stdout = frame.f_locals.get("stdout") if frame is not None else None
+def _transport_stdout(local: Any, manager: Any) -> Any:
+    """The stdout file object the SDK's entered `stdio_server` writes to (`local`: a local of its suspended
+    generator, on both lines), or None."""
+    stdout = local.of(getattr(getattr(manager, "gen", None), "ag_frame", None))
     return stdout if callable(getattr(stdout, "write", None)) and callable(getattr(stdout, "flush", None)) else None
 
 
@@ -503,7 +512,9 @@ class ClientHooks(HookSet):
             raise
 
     def _transport(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        return client_transports.remembered(wrapped, args, kwargs) if self.active else wrapped(*args, **kwargs)
+        if not self.active:
+            return wrapped(*args, **kwargs)
+        return client_transports.remembered(wrapped, args, kwargs, self.sdk.http_client_transport)
 
     def open(
         self, method: str, params: Any, request_id: object, write_stream: object, *, checked: bool = False

@@ -18,20 +18,23 @@ cancellation would interrupt the answer's write and end the session).
 from __future__ import annotations
 
 import sys
-from types import FrameType
 from typing import Any
 
 import anyio
-from mcp import types
-from mcp.server.session import ServerSession
-from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.attributes import camel_case
 from otel_mcp_cancel.conventions import INITIALIZE, TOOLS_LIST
 from otel_mcp_cancel.faults import contained, fault
-from otel_mcp_cancel.hooks.observations import (
+from otel_mcp_cancel.hooks import sdk_v1 as sdk
+from otel_mcp_cancel.hooks.capabilities import (
+    HTTP_HANG_UPS,
+    LATE_CANCELS_V1,
+    REFUSED_V1,
+    REQUESTS_V1,
     SESSIONS,
+)
+from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
     cancel_reason,
     http_peer,
@@ -42,6 +45,7 @@ from otel_mcp_cancel.hooks.observations import (
     stdio_wire,
     wire_params,
 )
+from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord
@@ -49,7 +53,6 @@ from otel_mcp_cancel.request_telemetry import Serving
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.fastmcp.server", "mcp")
-REQUESTS_V1 = "server spans and outcomes of every request, and the guard that keeps a ghost's session alive"
 
 
 def _negotiated_version(session: Any) -> str | None:
@@ -58,52 +61,43 @@ def _negotiated_version(session: Any) -> str | None:
     if client_params is None:
         return None
     requested = client_params.protocolVersion
-    return requested if requested in SUPPORTED_PROTOCOL_VERSIONS else types.LATEST_PROTOCOL_VERSION
+    if requested in sdk.SUPPORTED_PROTOCOL_VERSIONS.value:
+        return requested
+    return sdk.types.value.LATEST_PROTOCOL_VERSION
 
 
 def _handler_end(response: Any) -> HandlerEnd:
-    if isinstance(response, types.ErrorData):
+    if isinstance(response, sdk.types.value.ErrorData):
         return HandlerEnd.RAISED
     return HandlerEnd.RETURNED_TOOL_ERROR if is_tool_error(response) else HandlerEnd.RETURNED
 
 
 def _acknowledged(responder: Any) -> bool:
     """`cancel()` already answered this id with its acknowledgement."""
-    return getattr(responder, "_completed", False) and getattr(responder, "cancelled", False)
+    return sdk.responder_completed(responder, False) and getattr(responder, "cancelled", False)
 
 
 def _answering(responder: Any) -> bool:
     """`respond()` already began this id's answer."""
-    return getattr(responder, "_completed", False) and not getattr(responder, "cancelled", False)
+    return sdk.responder_completed(responder, False) and not getattr(responder, "cancelled", False)
 
 
 async def _not_written() -> None:
     """What a guarded `respond` awaits in place of a second answer: nothing."""
 
 
-def _receive_loop_local(name: str) -> Any:
-    """A local of the `BaseSession._receive_loop` frame this hook was called from, or None.
-
-    mcp 1.x validates a notification inside `_receive_loop` and hands on only part of it (1.12.3 to 1.30).
-    """
-    frame: FrameType | None = sys._getframe(1)
-    for _ in range(8):
-        if frame is None:
-            return None
-        if frame.f_code.co_name == "_receive_loop":
-            return frame.f_locals.get(name)
-        frame = frame.f_back
-    return None
-
-
-def _cancel_being_handled() -> types.CancelledNotification | None:
+def _cancel_being_handled() -> Any:
     """The validated `notifications/cancelled` the receive loop is handling: `cancel()` is called without it."""
-    root = getattr(_receive_loop_local("notification"), "root", None)
-    return root if isinstance(root, types.CancelledNotification) else None
+    root = getattr(sdk.receiving_notification.in_callers(sys._getframe(1)), "root", None)
+    return root if isinstance(root, sdk.types.value.CancelledNotification) else None
 
 
 class ServerHooksV1(FrameworkHooks):
     _telemetry: ServerTelemetry
+    sdk = sdk
+
+    def reaches(self) -> list[Reach]:
+        return sdk.SERVER
 
     def __init__(self, telemetry: ServerTelemetry, *, guard: bool) -> None:
         super().__init__(telemetry)
@@ -123,14 +117,13 @@ class ServerHooksV1(FrameworkHooks):
             Hook("mcp.shared.session", "RequestResponder.cancel", self._cancel, REQUESTS_V1),
             Hook("mcp.server.session", "ServerSession._receive_loop", self._receive_loop, REQUESTS_V1),
             Hook("mcp.server.streamable_http", "StreamableHTTPServerTransport._clean_up_memory_streams",
-                 self.request_stream_closing, "streamable HTTP callers that hung up on one request", ("request_id",)),
+                 self.request_stream_closing, HTTP_HANG_UPS, ("request_id",)),
             # A cancel for a request no longer in flight reaches nothing but this validation.
             Hook("mcp.types", "ClientNotification.model_validate", self._notification_validated,
-                 "the spans of cancels for requests no longer in flight", inherited=True),
+                 LATE_CANCELS_V1, inherited=True),
             # Nor does a request the session refuses (an unknown method, params that do not validate).
             Hook("mcp.types", "ClientRequest.model_validate", self._request_validated,
-                 "the spans of requests mcp 1.x refuses before any handler (server/discover, invalid params)",
-                 inherited=True),
+                 REFUSED_V1, inherited=True),
             *self.framework_hooks("mcp.server.fastmcp", _STDIO_SERVER_BINDINGS),
         ]
 
@@ -148,7 +141,7 @@ class ServerHooksV1(FrameworkHooks):
         """A request's session, its peer, and the protocol version in force."""
         record.session = session
         try:
-            record.in_session = in_session = self._telemetry.sessions.of(session._read_stream)
+            record.in_session = in_session = self._telemetry.sessions.of(sdk.session_read_stream(session))
             http_peer(record, message_metadata)
             served_over(record)
         except Exception:
@@ -227,7 +220,7 @@ class ServerHooksV1(FrameworkHooks):
                         record.note_handler(_handler_end(response))
                     if not late:
                         record.answer_writing = True
-                        if isinstance(response, types.ErrorData):
+                        if isinstance(response, sdk.types.value.ErrorData):
                             record.note_answer(Answer.error(response.code, response.message))
                         else:
                             note_result(record, response)
@@ -248,7 +241,8 @@ class ServerHooksV1(FrameworkHooks):
             with contained("noting callers gone"):
                 gone = LIVE.callers_gone(instance)
                 over_stdio = stdio_wire.get() is not None
-                self._telemetry.hung_up(self._telemetry.sessions.of(instance._read_stream), gone, over_stdio)
+                self._telemetry.hung_up(self._telemetry.sessions.of(sdk.session_read_stream(instance)), gone,
+                                        over_stdio)
         return ended
 
     async def _cancel(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -261,9 +255,9 @@ class ServerHooksV1(FrameworkHooks):
                 if not answering and cancelled is not None:
                     cancelled.note_answer(Answer.cancel_ack())
                 # Answered and concluded, though not yet out of the session's in-flight table: by its session.
-                session = getattr(instance, "_session", None)
+                session = sdk.responder_session(instance)
                 self._telemetry.cancel_received(None, instance.request_id, reason, cancelled, session)
-                if not getattr(instance, "_entered", True):  # its handler has not begun: the SDK drops the cancel
+                if not sdk.responder_entered(instance, True):  # its handler has not begun: the SDK drops the cancel
                     self._telemetry.unheard(session, instance.request_id)
         if answering and self.active and self._guard:
             return None  # a cancel after the answer changes nothing; letting it run would break the session
@@ -272,11 +266,12 @@ class ServerHooksV1(FrameworkHooks):
     def _notification_validated(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """A cancel for a request the session no longer has in flight: 1.x ignores it without a call."""
         notification = wrapped(*args, **kwargs)
-        if self.active and isinstance(notification.root, types.CancelledNotification):
+        if self.active and isinstance(notification.root, sdk.types.value.CancelledNotification):
             with contained("observing a cancel notification"):
-                session = _receive_loop_local("self")
+                session = sdk.receiving_session.in_callers(sys._getframe(1))
                 params = notification.root.params
-                if isinstance(session, ServerSession) and params.requestId not in session._in_flight:
+                if isinstance(session, sdk.ServerSession.value) and params.requestId not in sdk.session_in_flight(
+                        session, {}):
                     self._telemetry.cancel_received(None, params.requestId, cancel_reason(params), None, session)
         return notification
 
@@ -289,12 +284,14 @@ class ServerHooksV1(FrameworkHooks):
         except Exception:
             if self.active and self._telemetry.traced():
                 with contained("recording a refused request"):
-                    self._refused(_receive_loop_local("self"), _receive_loop_local("message"))
+                    caller = sys._getframe(1)
+                    self._refused(sdk.receiving_session.in_callers(caller), sdk.receiving_message.in_callers(caller))
             raise
 
     def _refused(self, session: Any, message: Any) -> None:
         request = getattr(getattr(message, "message", None), "root", None)
-        if not isinstance(session, ServerSession) or not isinstance(request, types.JSONRPCRequest):
+        types = sdk.types.value
+        if not isinstance(session, sdk.ServerSession.value) or not isinstance(request, types.JSONRPCRequest):
             return
         metadata = getattr(message, "metadata", None)
         record = self._telemetry.open(request.method, request.params, request.id, network_transport(metadata),

@@ -19,11 +19,6 @@ import math
 from typing import Any
 
 import anyio
-from mcp.server.runner import ServerRunner
-from mcp.shared.dispatcher import coerce_request_id
-from mcp.shared.exceptions import MCPError
-from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params, handler_exception_to_error_data
-from mcp_types import INTERNAL_ERROR, REQUEST_TIMEOUT
 
 from otel_mcp_cancel import tool_registry
 from otel_mcp_cancel.conventions import (
@@ -31,8 +26,17 @@ from otel_mcp_cancel.conventions import (
     TOOLS_LIST,
 )
 from otel_mcp_cancel.faults import contained, fault
-from otel_mcp_cancel.hooks.observations import (
+from otel_mcp_cancel.hooks import sdk_v2 as sdk
+from otel_mcp_cancel.hooks.capabilities import (
+    CANCELS_V2,
+    DIRECT_REQUESTS,
+    HANDLER_ENDS_V2,
+    HTTP_HANG_UPS,
+    ONE_SERVER_SPAN,
     SESSIONS,
+    STREAM_REQUESTS,
+)
+from otel_mcp_cancel.hooks.observations import (
     FrameworkHooks,
     arg,
     cancel_reason,
@@ -43,21 +47,19 @@ from otel_mcp_cancel.hooks.observations import (
     served_over,
     stdio_wire,
 )
+from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import Serving
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
-_SERVER_HANDLER_MODULE = ServerRunner.__module__
-
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.mcpserver.server", "mcp")
-STREAM_REQUESTS = "server spans and outcomes of requests over stdio, HTTP, SSE and memory streams"
 
 
 def _is_server_handler(on_request: object) -> bool:
     """Server-side dispatchers are driven by the runner's callbacks; a client's are not."""
-    return getattr(on_request, "__module__", None) == _SERVER_HANDLER_MODULE
+    return getattr(on_request, "__module__", None) == sdk.ServerRunner.value.__module__
 
 
 def _caller_gave_up() -> bool:
@@ -67,12 +69,16 @@ def _caller_gave_up() -> bool:
 
 def _error_answer(exc: BaseException) -> Answer:
     """The error the single-exchange entry answers a raising handler with."""
-    error = handler_exception_to_error_data(exc)
-    return Answer.error(INTERNAL_ERROR) if error is None else Answer.error(error.code, error.message)
+    error = sdk.handler_exception_to_error_data(exc)
+    return Answer.error(sdk.INTERNAL_ERROR.value) if error is None else Answer.error(error.code, error.message)
 
 
 class ServerHooksV2(FrameworkHooks):
     _telemetry: ServerTelemetry
+    sdk = sdk
+
+    def reaches(self) -> list[Reach]:
+        return sdk.SERVER
 
     def hooks(self) -> list[Hook]:
         dispatcher = "mcp.shared.jsonrpc_dispatcher"
@@ -85,23 +91,21 @@ class ServerHooksV2(FrameworkHooks):
                  ("request_id", "result")),
             Hook(dispatcher, "JSONRPCDispatcher._write_error", self._write_error, STREAM_REQUESTS,
                  ("request_id", "error")),
-            Hook(dispatcher, "JSONRPCDispatcher._dispatch_notification", self._notification,
-                 "the reasons and spans of cancels a server receives", ("msg", "metadata", "on_notify")),
+            Hook(dispatcher, "JSONRPCDispatcher._dispatch_notification", self._notification, CANCELS_V2,
+                 ("msg", "metadata", "on_notify")),
             Hook("mcp.shared.direct_dispatcher", "DirectDispatcher._dispatch_request", self._direct_request,
-                 "spans of requests to an in-process server (`Client(server)`)", ("method", "params")),
-            Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request,
-                 "how a server's handler ended (ghosts), and requests on the 2026-07-28 single-exchange HTTP entry",
+                 DIRECT_REQUESTS, ("method", "params")),
+            Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request, HANDLER_ENDS_V2,
                  ("dctx", "method", "params")),
             Hook(dispatcher, "JSONRPCDispatcher._fan_out_closed", self._read_ended, STREAM_REQUESTS),
             Hook("mcp.server.streamable_http", "StreamableHTTPServerTransport._clean_up_memory_streams",
-                 self.request_stream_closing, "streamable HTTP callers that hung up on one request",
-                 ("request_id",)),
+                 self.request_stream_closing, HTTP_HANG_UPS, ("request_id",)),
             Hook("mcp.server.runner", "serve_connection", self._serve_connection, SESSIONS,
                  ("server", "dispatcher", "connection")),
             Hook("mcp.server.runner", "_serve_legacy_stream", self._legacy_stream, SESSIONS,
                  ("server", "read_stream")),
-            Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware,
-                 "one SERVER span per request (the SDK's own steps aside for ours)", ("ctx", "call_next")),
+            Hook("mcp.server._otel", "OpenTelemetryMiddleware.__call__", self._sdk_middleware, ONE_SERVER_SPAN,
+                 ("ctx", "call_next")),
             *self.framework_hooks("mcp.server.mcpserver", _STDIO_SERVER_BINDINGS),
         ]
 
@@ -121,7 +125,7 @@ class ServerHooksV2(FrameworkHooks):
         if record is None:
             return await wrapped(*args, **kwargs)
         try:
-            record.in_session = self._telemetry.sessions.of(instance._read_stream)
+            record.in_session = self._telemetry.sessions.of(sdk.dispatcher_read_stream(instance))
             http_peer(record, dctx.message_metadata)
             served_over(record)
         except Exception:
@@ -160,7 +164,8 @@ class ServerHooksV2(FrameworkHooks):
             with contained("noting callers gone"):
                 gone = LIVE.callers_gone(instance)
                 over_stdio = stdio_wire.get() is not None
-                self._telemetry.hung_up(self._telemetry.sessions.of(instance._read_stream), gone, over_stdio)
+                self._telemetry.hung_up(self._telemetry.sessions.of(sdk.dispatcher_read_stream(instance)), gone,
+                                        over_stdio)
         return wrapped(*args, **kwargs)
 
     def _answering(self, args: Any, kwargs: Any) -> RequestRecord | None:
@@ -175,10 +180,10 @@ class ServerHooksV2(FrameworkHooks):
             with contained("observing a cancel notification"):
                 msg = arg(args, kwargs, 0, "msg")
                 if msg.method == NOTIFICATIONS_CANCELLED and _is_server_handler(arg(args, kwargs, 2, "on_notify")):
-                    request_id = cancelled_request_id_from_params(msg.params)
-                    key = coerce_request_id(request_id) if request_id is not None else None
+                    request_id = sdk.cancelled_request_id_from_params(msg.params)
+                    key = sdk.coerce_request_id(request_id) if request_id is not None else None
                     reason = cancel_reason(msg.params)
-                    in_flight = instance._in_flight.get(key)
+                    in_flight = sdk.in_flight(instance, {}).get(key)
                     cancelled = LIVE.note_cancel(in_flight.dctx, reason) if in_flight is not None else None
                     self._telemetry.cancel_received(msg.params, request_id, reason, cancelled, instance)
         return wrapped(*args, **kwargs)
@@ -189,7 +194,7 @@ class ServerHooksV2(FrameworkHooks):
         record = None
         if self.active:
             with contained("opening a server span"):
-                if _is_server_handler(instance._on_request):
+                if _is_server_handler(sdk.direct_on_request(instance)):
                     method, params = arg(args, kwargs, 0, "method"), arg(args, kwargs, 1, "params")
                     record = self._telemetry.open(method, params, None, None)
         if record is None:
@@ -201,8 +206,8 @@ class ServerHooksV2(FrameworkHooks):
             except anyio.get_cancelled_exc_class():
                 record.note_cancel(None)  # the caller gave up: nothing reaches it
                 raise
-            except MCPError as exc:
-                if exc.error.code == REQUEST_TIMEOUT and record.handler is HandlerEnd.INTERRUPTED:
+            except sdk.MCPError.value as exc:
+                if exc.error.code == sdk.REQUEST_TIMEOUT.value and record.handler is HandlerEnd.INTERRUPTED:
                     record.note_cancel(None)  # the caller's deadline fired: nothing was answered
                 else:
                     record.note_answer(Answer.error(exc.error.code, exc.error.message))
@@ -274,7 +279,7 @@ class ServerHooksV2(FrameworkHooks):
         read_stream = None
         with contained("reading a connection"):
             if not arg(args, kwargs, 2, "connection").initialized.is_set():
-                read_stream = arg(args, kwargs, 1, "dispatcher")._read_stream
+                read_stream = sdk.dispatcher_read_stream(arg(args, kwargs, 1, "dispatcher"))
         return await self._serving_session(read_stream, wrapped, args, kwargs)
 
     async def _legacy_stream(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

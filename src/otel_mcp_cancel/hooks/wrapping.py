@@ -19,6 +19,7 @@ import wrapt
 from opentelemetry.instrumentation.utils import unwrap
 
 from otel_mcp_cancel.faults import lost
+from otel_mcp_cancel.hooks.reach import Reach
 
 
 class Hook(NamedTuple):  # a named tuple: made in a tenth of a frozen dataclass's time, at start-up
@@ -38,20 +39,28 @@ class Hook(NamedTuple):  # a named tuple: made in a tenth of a frozen dataclass'
         return f"{self.module}.{self.attribute}"
 
 
-def apply(hooks: Iterable[Hook]) -> list[Hook]:
-    """Wrap every capability whose targets all fit; name each one that does not, once. Returns the hooks wrapped."""
+def apply(hooks: Iterable[Hook], reaches: Iterable[Reach] = ()) -> list[Hook]:
+    """Wrap every capability whose targets all fit and whose reaches are all found; name each one that does not,
+    once (a reach not found is not `available`, so what reads it steps aside). Returns the hooks wrapped."""
+    misfits: dict[str, str] = {}
+    for reach in reaches:
+        found = reach.probe()
+        for capability in reach.capabilities if found is not None else ():
+            misfits.setdefault(capability, found)  # type: ignore[arg-type]  # not None here
     by_capability: dict[str, list[Hook]] = {}
     for hook in hooks:
         by_capability.setdefault(hook.capability or f"what `{hook.target_name}` tells", []).append(hook)
     applied = []
     for capability, group in by_capability.items():
-        misfit = next((found for found in map(misfit_of, group) if found is not None), None)
+        misfit = misfits.pop(capability, None) or next((found for found in map(misfit_of, group) if found), None)
         if misfit is not None:
             lost(capability, misfit)
             continue
         for hook in group:
             wrapt.wrap_function_wrapper(hook.module, hook.attribute, hook.wrapper)
             applied.append(hook)
+    for capability, misfit in misfits.items():  # capabilities that only read: nothing to leave unwrapped
+        lost(capability, misfit)
     return applied
 
 
