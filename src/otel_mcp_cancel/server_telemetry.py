@@ -86,6 +86,8 @@ class ServerTelemetry(RequestTelemetry):
         self.sessions = SessionTelemetry(instruments.server_session_duration, on_close=self.tasks.session_ended)
         self.on_task_answer = self.tasks.answered
         self.served_targets: set[str] = set()
+        # A low-level server's handler table, read by the SDK line's hooks (`sdk_v2.request_handlers`).
+        self.request_handlers: Callable[[Any], object] = lambda server: None
 
     def serving(self) -> None:
         """A server starts serving (a session, a stdio transport, an HTTP app's session manager), or a task
@@ -190,7 +192,7 @@ class ServerTelemetry(RequestTelemetry):
 
     def resolve(self, record: RequestRecord) -> None:
         if not record.method_known and record.server is not None:
-            record.method_known = tool_registry.serves_method(record.server, record.method)
+            record.method_known = tool_registry.serves_method(self.request_handlers(record.server), record.method)
         if record.method == PROMPTS_GET:
             # A prompt the server answered for is one it serves: its name is bounded by the server's prompts.
             record.tool_registered = record.answer is not None and record.answer.kind is AnswerKind.RESULT

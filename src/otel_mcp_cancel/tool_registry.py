@@ -43,10 +43,9 @@ def learn(server: Any, tools: list[tuple[Any, Any]]) -> None:
                 known[name] = annotations if isinstance(annotations, Mapping) else None
 
 
-def serves_method(server: Any, method: str) -> bool:
-    """Whether the server registered a handler for a method outside the protocol's list (an mcp 2.x
-    extension's, such as tasks/*): read from its handler table, a dict the SDK keeps."""
-    handlers = getattr(server, "_request_handlers", None)
+def serves_method(handlers: object, method: str) -> bool:
+    """Whether a server's handler table (a dict the SDK keeps) has a method outside the protocol's list (an mcp
+    2.x extension's, such as tasks/*)."""
     return isinstance(handlers, Mapping) and method in handlers
 
 

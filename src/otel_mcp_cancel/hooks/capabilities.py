@@ -16,6 +16,7 @@ CANCELS_V2 = "the reasons and spans of cancels a server receives"
 DIRECT_REQUESTS = "spans of requests to an in-process server (`Client(server)`)"
 HANDLER_ENDS_V2 = ("how a server's handler ended (ghosts), and requests on the 2026-07-28 single-exchange HTTP "
                    "entry")
+SINGLE_EXCHANGE = "server spans and outcomes of requests on the 2026-07-28 single-exchange HTTP entry"
 ONE_SERVER_SPAN = "one SERVER span per request (the SDK's own steps aside for ours)"
 
 # Servers, mcp 1.x
@@ -34,3 +35,10 @@ LATE_ANSWERS = "answers that reached a client after it gave up on the call (late
 CANCEL_REASONS_CLIENT = "why a client gave up a call (tool.cancel_reason: timeout or caller)"
 ONE_CLIENT_SPAN = "one CLIENT span per request (the SDK's own steps aside for ours)"
 CLIENT_SESSION_IDS = "the session id a streamable HTTP client's transport was given (mcp.session.id)"
+
+# Tasks
+TASKS_V1 = "the spans and outcomes of mcp 1.x's experimental tasks"
+TASK_SCOPES_V1 = "whether mcp 1.x serves a task only to its own session (its result's reach when that session ends)"
+
+# Standalone FastMCP
+FASTMCP_REGISTRY = "FastMCP tools a call names before FastMCP ran them: their names and ghosts' risk"

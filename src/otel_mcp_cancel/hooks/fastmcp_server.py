@@ -18,7 +18,7 @@ from typing import Any
 from opentelemetry.trace import get_tracer
 
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.hooks import client_transports, sdk_v1, sdk_v2
+from otel_mcp_cancel.hooks import client_transports, sdk_fastmcp, sdk_v1, sdk_v2
 from otel_mcp_cancel.hooks.capabilities import SESSIONS, TOOL_ENDS
 from otel_mcp_cancel.hooks.fastmcp_spans import FASTMCP_SCOPE, fastmcp_tracer
 from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg, observed
@@ -72,19 +72,20 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
             telemetry.registries.append(self.registered_tool)
 
     def reaches(self) -> list[Reach]:
-        return [self.sdk.stdio_stdout]
+        return [self.sdk.stdio_stdout, *sdk_fastmcp.registry(self._major)]
 
     def registered_tool(self, lowlevel_server: Any, name: str) -> Any:
         """The local tool of that name of the FastMCP behind a low-level server, or None: read from its own
         dicts, for a call cancelled before FastMCP ran (or even found) its tool, or handed to its task
         engine. Tools of mounted servers are known once they ran or were listed."""
-        reference = getattr(lowlevel_server, "_fastmcp_ref", None)
+        reference = sdk_fastmcp.server_of(lowlevel_server)
         server = reference() if callable(reference) else None
         if server is None:
             return None
         if self._major == 2:
-            return server._tool_manager._tools.get(name)
-        components = list(server._local_provider._components.items())  # keyed "tool:<name>@<version>"
+            return sdk_fastmcp.manager_tools(sdk_fastmcp.tool_manager(server), {}).get(name)
+        provider = sdk_fastmcp.local_provider(server)
+        components = list(sdk_fastmcp.provider_components(provider, {}).items())  # keyed "tool:<name>@<version>"
         return next((tool for key, tool in components if key.startswith("tool:") and tool.name == name), None)
 
     def hooks(self) -> list[Hook]:
@@ -124,7 +125,7 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
         if not self.active or record is None:
             return await wrapped(*args, **kwargs)
         with contained("reading FastMCP's tool registry"):
-            tool = instance._tools.get(arg(args, kwargs, 0, "key"))
+            tool = sdk_fastmcp.manager_tools(instance, {}).get(arg(args, kwargs, 0, "key"))
             if tool is not None:
                 record.tool_registered = True
                 record.registered_annotations = tool.annotations

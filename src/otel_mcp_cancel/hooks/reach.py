@@ -47,6 +47,7 @@ class Name(Reach):
             for part in self.path.split("."):
                 value = getattr(value, part)
         except (ImportError, AttributeError):
+            self._value = None
             return f"`{self.where}` is not there"
         self._value = value
         return None

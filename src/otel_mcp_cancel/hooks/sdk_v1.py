@@ -16,6 +16,7 @@ from otel_mcp_cancel.hooks.capabilities import (
     REQUESTS_V1,
     SESSIONS,
     STDIO_DELIVERY,
+    TASK_SCOPES_V1,
 )
 from otel_mcp_cancel.hooks.reach import Attribute, Local, Name, Reach
 
@@ -67,3 +68,9 @@ SERVER: list[Reach] = [types, ServerSession, SUPPORTED_PROTOCOL_VERSIONS, respon
                        http_request_streams, http_event_store, http_write_stream, receiving_notification,
                        receiving_session, receiving_message, stdio_stdout]
 CLIENT: list[Reach] = [types, ClientSession, McpError, session_write_stream, session_next_request_id]
+
+# The experimental task engine (1.23 and later), imported only where an application enables it.
+experimental_session = Attribute(TASK_SCOPES_V1, Name((), "mcp.server.experimental.request_context", "Experimental"),
+                                 "_session")
+session_experimental = Attribute(TASK_SCOPES_V1, Name((), "mcp.server.session", "ServerSession"), "_experimental")
+TASKS: list[Reach] = [experimental_session, session_experimental]

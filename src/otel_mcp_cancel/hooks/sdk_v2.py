@@ -10,11 +10,11 @@ from otel_mcp_cancel.hooks.capabilities import (
     CLIENT_SESSION_IDS,
     CLIENT_SESSIONS,
     DIRECT_REQUESTS,
-    HANDLER_ENDS_V2,
     HTTP_HANG_UPS,
     LATE_ANSWERS,
     SERVED_METHODS,
     SESSIONS,
+    SINGLE_EXCHANGE,
     STDIO_DELIVERY,
     STREAM_REQUESTS,
 )
@@ -25,12 +25,15 @@ ServerRunner = Name((STREAM_REQUESTS, CANCELS_V2, DIRECT_REQUESTS), "mcp.server.
 coerce_request_id = Name(CANCELS_V2, "mcp.shared.dispatcher", "coerce_request_id")
 cancelled_request_id_from_params = Name(CANCELS_V2, "mcp.shared.jsonrpc_dispatcher",
                                         "cancelled_request_id_from_params")
-# What the single-exchange entry answers a raising handler with.
-handler_exception_to_error_data = Name(HANDLER_ENDS_V2, "mcp.shared.jsonrpc_dispatcher",
+# A request on the single-exchange HTTP entry (no hook outside the runner sees it), and what that entry answers a
+# raising handler with.
+SingleExchangeDispatchContext = Name(SINGLE_EXCHANGE, "mcp.server._streamable_http_modern",
+                                     "_SingleExchangeDispatchContext")
+handler_exception_to_error_data = Name(SINGLE_EXCHANGE, "mcp.shared.jsonrpc_dispatcher",
                                        "handler_exception_to_error_data")
 MCPError = Name((DIRECT_REQUESTS, CLIENT_REQUESTS), "mcp.shared.exceptions", "MCPError")
 ErrorData = Name(LATE_ANSWERS, "mcp_types", "ErrorData")
-INTERNAL_ERROR = Name(HANDLER_ENDS_V2, "mcp_types", "INTERNAL_ERROR")
+INTERNAL_ERROR = Name(SINGLE_EXCHANGE, "mcp_types", "INTERNAL_ERROR")
 REQUEST_TIMEOUT = Name((DIRECT_REQUESTS, CLIENT_REQUESTS), "mcp_types", "REQUEST_TIMEOUT")
 
 _Dispatcher = Name((), "mcp.shared.jsonrpc_dispatcher", "JSONRPCDispatcher")
@@ -55,9 +58,9 @@ http_client_transport = Local(CLIENT_SESSION_IDS, Name((), "mcp.client.streamabl
                               "transport")
 
 SERVER: list[Reach] = [ServerRunner, coerce_request_id, cancelled_request_id_from_params,
-                       handler_exception_to_error_data, MCPError, INTERNAL_ERROR, REQUEST_TIMEOUT,
-                       dispatcher_read_stream, in_flight, direct_on_request, request_handlers, http_request_streams,
-                       http_event_store, http_write_stream, dispatcher_write_stream, stdio_stdout]
+                       SingleExchangeDispatchContext, handler_exception_to_error_data, MCPError, INTERNAL_ERROR,
+                       REQUEST_TIMEOUT, dispatcher_read_stream, in_flight, direct_on_request, request_handlers,
+                       http_request_streams, http_event_store, http_write_stream, dispatcher_write_stream, stdio_stdout]
 CLIENT: list[Reach] = [MCPError, REQUEST_TIMEOUT, ErrorData, dispatcher_write_stream, client_dispatcher,
                        http_client_transport]
 

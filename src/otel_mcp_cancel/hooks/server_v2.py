@@ -77,6 +77,11 @@ class ServerHooksV2(FrameworkHooks):
     _telemetry: ServerTelemetry
     sdk = sdk
 
+    def __init__(self, telemetry: ServerTelemetry) -> None:
+        super().__init__(telemetry)
+        if telemetry is not None:
+            telemetry.request_handlers = sdk.request_handlers
+
     def reaches(self) -> list[Reach]:
         return sdk.SERVER
 
@@ -225,7 +230,10 @@ class ServerHooksV2(FrameworkHooks):
         record = current_record.get()
         if record is not None and not record.handler_claimed and record.method == arg(args, kwargs, 1, "method"):
             return await self._observe_handler(record, instance, dctx, wrapped, args, kwargs)
-        # Nothing outside the runner saw this request: the single-exchange HTTP entry.
+        single_exchange = sdk.SingleExchangeDispatchContext
+        if not single_exchange.available or type(dctx) is not single_exchange.value:
+            return await wrapped(*args, **kwargs)  # another entry, whose own hooks are not applied
+        # Nothing outside the runner sees a request on the single-exchange HTTP entry.
         with contained("opening a server span"):
             method, params = arg(args, kwargs, 1, "method"), arg(args, kwargs, 2, "params")
             record = self._telemetry.open(method, params, dctx.request_id, network_transport(dctx.message_metadata))

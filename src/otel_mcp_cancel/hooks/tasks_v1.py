@@ -20,16 +20,21 @@ from opentelemetry import trace
 
 from otel_mcp_cancel.attributes import message_field
 from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.hooks import sdk_v1 as sdk
+from otel_mcp_cancel.hooks.capabilities import TASKS_V1
 from otel_mcp_cancel.hooks.observations import HookSet, arg, created_task, is_tool_error, observed
+from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
-TASKS_V1 = "the spans and outcomes of mcp 1.x's experimental tasks"
-
 
 class TaskHooksV1(HookSet):
     _telemetry: ServerTelemetry
+    sdk = sdk
+
+    def reaches(self) -> list[Reach]:
+        return sdk.TASKS
 
     def hooks(self) -> list[Hook]:
         return [
@@ -83,5 +88,5 @@ class TaskHooksV1(HookSet):
 def _session_scoped(experimental: Any, kwargs: dict[str, Any]) -> bool:
     """Whether the engine serves this task only to the session that created it: an id it generated in a
     session with a task scope (not a stateless request's fresh session, not an explicit id)."""
-    features = getattr(getattr(experimental, "_session", None), "_experimental", None)
+    features = sdk.session_experimental(sdk.experimental_session(experimental))
     return kwargs.get("task_id") is None and getattr(features, "task_session_scope", None) is not None
