@@ -6,21 +6,17 @@ from __future__ import annotations
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
-from otel_mcp_cancel.attributes import bounded, message_field, tool_arguments
+from otel_mcp_cancel import observers
+from otel_mcp_cancel.attributes import bounded, message_field
 from otel_mcp_cancel.conventions import (
     CANCEL_REASON_TIMEOUT,
     GHOST_KIND_LATE_ANSWER,
     INITIALIZE,
-    OUTCOME_CANCELLED,
-    TOOL_CANCEL_REASON,
-    TOOL_RETRIED_CANCEL_REASON,
-    TOOLS_CALL,
 )
-from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.ghost_reporting import GhostEmitter
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.late_answers import GivenUpCalls
-from otel_mcp_cancel.outcome import Answer, Verdict, late_answer
+from otel_mcp_cancel.outcome import Answer, late_answer
 from otel_mcp_cancel.request_state import RequestRecord, current_client_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions, WaitingSpan
 from otel_mcp_cancel.retries import RecentCalls
@@ -43,6 +39,12 @@ class ClientTelemetry(RequestTelemetry):
         self.ghosts = GhostEmitter(tracer, instruments.ghost_responses)
         self.sessions = SessionTelemetry(instruments.client_session_duration)
         self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=None)
+        self.observers = (
+            ("recording why a call was given up", observers.cancel_reasons),
+            observers.client_retries(given_up, self),  # a client's own calls, in any of its sessions
+            observers.client_tasks(self.tasks),
+            observers.round_trips(self.round_trips),
+        )
 
     def waiting_span(self) -> WaitingSpan | None:
         current = trace.get_current_span()
@@ -60,39 +62,6 @@ class ClientTelemetry(RequestTelemetry):
 
     def timed_out(self, record: RequestRecord) -> bool:
         return record.cancel_reason == CANCEL_REASON_TIMEOUT  # the client's reasons are its own: timeout | caller
-
-    def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
-        reason = record.cancel_reason
-        given_up = verdict.outcome == OUTCOME_CANCELLED and reason is not None
-        # The client's reason is bounded (timeout | caller): an attribute too, so "our own timeouts" is a query.
-        if given_up and reason is not None:
-            record.span.set_attribute(TOOL_CANCEL_REASON, reason)
-        if given_up or self.given_up.held:  # most calls: nothing to match, nothing to remember
-            try:
-                self.match_retry(record, given_up)
-            except Exception:
-                fault("matching a retry")
-        if record.task_id is not None:  # most requests name no task
-            try:
-                self.tasks.observe(record, verdict)  # the client's view: what it was told of the task
-                self.tasks.waited(record, verdict)
-            except Exception:
-                fault("following a task")
-
-    def match_retry(self, record: RequestRecord, given_up: bool) -> None:
-        """A call that repeats one this client gave up on, in any of its sessions (on another replica, the server
-        cannot tell): its span links to that call's and says why it was given up on, so tail sampling keeps it
-        and the server's span in its trace. Then a call given up on (`given_up`: by a cancel with this client's own
-        reason) is remembered, for its own retries."""
-        if record.method != TOOLS_CALL or record.target is None:
-            return
-        key = self.given_up.key_of(record.target, tool_arguments(record.params))
-        repeated = self.given_up.find(self, key)
-        if repeated is not None:
-            record.span.add_link(repeated.span_context)
-            record.span.set_attribute(TOOL_RETRIED_CANCEL_REASON, repeated.label)
-        if given_up and record.cancel_reason is not None:
-            self.given_up.remember(self, key, record.span.get_span_context(), record.cancel_reason)
 
     def gave_up(self, record: RequestRecord) -> None:
         """`record`'s caller gave up on it: an answer may still come (`answered_late`)."""

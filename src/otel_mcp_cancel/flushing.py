@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.scheduler import SCHEDULER, Scheduled
 
 FLUSH_SECONDS = 0.5  # what a boundary may add to a process's stop: well under the 1 s the plugin promises
 GRACE_SECONDS = 0.5  # a stdio server still running this long after its caller left is waiting to be killed
@@ -64,7 +65,7 @@ class Delivery:
         self._flusher = flusher
         self._lock = threading.Lock()
         self._exiting = False
-        self._pending: threading.Timer | None = None
+        self._pending: Scheduled | None = None
 
     def at_boundary(self) -> None:
         """Serving ended and the process may be killed next: export now, for at most FLUSH_SECONDS."""
@@ -76,17 +77,15 @@ class Delivery:
         with self._lock, contained("exporting before the host stops the process"):
             if self._exiting or self._pending is not None:
                 return
-            self._pending = threading.Timer(GRACE_SECONDS, self._deliver)
-            self._pending.name = "otel_mcp_cancel delivery"
-            self._pending.daemon = True
-            self._pending.start()
+            self._pending = SCHEDULER.call_later(GRACE_SECONDS, self._deliver,
+                                                 "exporting before the host stops the process")
 
     def exiting(self) -> None:
         """The process began its own exit (the plugin's exit hook, before the SDK's shutdown exports)."""
         with self._lock:
             self._exiting = True
             if self._pending is not None:
-                self._pending.cancel()
+                SCHEDULER.cancel(self._pending)
                 self._pending = None
 
     def _deliver(self) -> None:

@@ -21,7 +21,6 @@ from otel_mcp_cancel.attributes import (
     bounded,
     captured_content,
     exception_attributes,
-    message_field,
     method_attributes,
     request_attributes,
     request_fields,
@@ -46,6 +45,7 @@ from otel_mcp_cancel.conventions import (
 )
 from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.liveness import Recording
+from otel_mcp_cancel.observers import Observer
 from otel_mcp_cancel.outcome import Verdict, classify, classify_subscription
 from otel_mcp_cancel.request_state import CurrentRecord, RequestRecord
 from otel_mcp_cancel.round_trips import InterimAnswers
@@ -182,6 +182,8 @@ class RequestTelemetry:
         self._names_final_at_start = self.names_target_at_start and self.known_methods is None
         self._caller_faults_unset = self.kind is SpanKind.SERVER  # see `classify`
         self.round_trips = InterimAnswers()
+        # What the side adds to a concluded request (`observers`), in order: set by the side.
+        self.observers: tuple[Observer, ...] = ()
 
     def stop(self) -> None:
         """uninstrument() ran: the hooks that would see answers are gone (each hook set says so; once is enough)."""
@@ -301,15 +303,11 @@ class RequestTelemetry:
                 self._describe_span(record, verdict)
             except Exception:
                 fault(f"describing a {role} span")
-        try:
-            self.annotate(record, verdict)
-        except Exception:
-            fault(f"annotating a {role} span")
-        if record.method == TOOLS_CALL:
+        for activity, observe in self.observers:  # each contained on its own
             try:
-                self._follow_round_trip(record, verdict)
+                observe(record, verdict)
             except Exception:
-                fault(f"following a {role} request's round trip")
+                fault(activity)
         if self._user_hooks is not None:
             self._user_hooks.on_response(role, record, verdict)  # after ours: the user's word is last
         try:
@@ -325,19 +323,6 @@ class RequestTelemetry:
             except Exception:
                 fault(f"ending a {role} span")
         return True
-
-    def _follow_round_trip(self, record: RequestRecord, verdict: Verdict) -> None:
-        """A tools/call that brings the input an interim answer asked for links to that answer's span; an interim
-        answer is remembered for the request that will complete it (`round_trips`)."""
-        state = message_field(record.params, "requestState") if record.params is not None else None
-        if isinstance(state, str):
-            interim = self.round_trips.completed(state)
-            if interim is not None:
-                record.span.add_link(interim)
-        if verdict.result_type is not None:
-            state = message_field(record.result, "requestState")
-            if isinstance(state, str):
-                self.round_trips.remember(state, record.span.get_span_context())
 
     def conclude_later(self, record: RequestRecord) -> None:
         """Conclude a request its serving task has left (see `stdio_wire`), in its span's context as `Serving`
@@ -364,9 +349,6 @@ class RequestTelemetry:
 
     def resolve(self, record: RequestRecord) -> None:
         """Fill in what is known only once the request is over."""
-
-    def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
-        """Add this side's own events, links and measurements before the span ends."""
 
     def _describe_span(self, record: RequestRecord, verdict: Verdict) -> None:
         span = record.span

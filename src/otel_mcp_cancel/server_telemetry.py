@@ -13,14 +13,12 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
-from otel_mcp_cancel import stdio_wire, tool_registry
+from otel_mcp_cancel import observers, stdio_wire, tool_registry
 from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping, request_fields, span_name
 from otel_mcp_cancel.conventions import (
     EVENT_CANCEL_RECEIVED,
-    EVENT_RESPONSE_WRITE_INTERRUPTED,
     GHOST_KIND_CALLER_GONE,
     GHOST_KIND_CROSSED,
-    GHOST_KIND_SUPPRESSED,
     MCP_METHOD_NAME,
     NOTIFICATIONS_CANCELLED,
     PROMPTS_GET,
@@ -29,19 +27,19 @@ from otel_mcp_cancel.conventions import (
     TOOLS_CALL,
 )
 from otel_mcp_cancel.crossing import Crossings
-from otel_mcp_cancel.faults import contained, fault
+from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.flushing import Delivery, Flusher
 from otel_mcp_cancel.ghost_reporting import GhostEmitter, GhostSubject, called_tool
 from otel_mcp_cancel.instruments import Instruments
-from otel_mcp_cancel.outcome import AnswerKind, Verdict, suppressed
+from otel_mcp_cancel.observers import CALLER_GONE
+from otel_mcp_cancel.outcome import AnswerKind, suppressed
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
-from otel_mcp_cancel.session_telemetry import SessionRecord, SessionTelemetry, note_request
+from otel_mcp_cancel.session_telemetry import SessionRecord, SessionTelemetry
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
 # Why a ghost's answer reached nobody, as its WARNING says.
-CALLER_GONE = "its caller was gone (hung up, or closed its end of the pipe)"
 CROSSED = "its caller's cancel crossed it on the wire (the caller had given up, and its SDK discards the answer)"
 
 
@@ -86,6 +84,14 @@ class ServerTelemetry(RequestTelemetry):
         self.sessions = SessionTelemetry(instruments.server_session_duration, on_close=self.tasks.session_ended)
         self.on_task_answer = self.tasks.answered
         self.served_targets: set[str] = set()
+        self.observers = (
+            ("telling a session about its request", observers.session_requests),
+            observers.server_retries(self.ghosts),
+            observers.suppressed_ghosts(self.ghosts),
+            observers.crossed_answers(self.crossings, self.ghosts, self._crossed),
+            observers.server_tasks(self.tasks),
+            observers.round_trips(self.round_trips),
+        )
         # A low-level server's handler table, read by the SDK line's hooks (`sdk_v2.request_handlers`).
         self.request_handlers: Callable[[Any], object] = lambda server: None
 
@@ -212,36 +218,3 @@ class ServerTelemetry(RequestTelemetry):
             # Its next call names it as it starts. Only served names, each cut to size: bounded by the servers.
             if len(self.served_targets) < tool_registry.MAX_LISTED_NAMES:
                 self.served_targets.add(span_name(record.method, record.target, True))
-
-    def annotate(self, record: RequestRecord, verdict: Verdict) -> None:
-        try:
-            note_request(record.in_session, record.protocol_version, record.http_version)
-        except Exception:
-            fault("telling a session about its request")
-        ghosts = self.ghosts
-        if ghosts.retries is not None and ghosts.retries.held:  # most requests: no ghost is remembered
-            try:
-                ghosts.match_retry(record)  # before this ghost is remembered: it retries no other
-            except Exception:
-                fault("matching a retry")
-        if ghosts.fingerprints is not None:  # the replicas share a key
-            try:
-                ghosts.fingerprint(record, record.span)
-            except Exception:
-                fault("fingerprinting a call")
-        handler_outcome = verdict.ghost_handler_outcome
-        if handler_outcome is not None:
-            with contained("reporting a ghost"):
-                kind, why = ((GHOST_KIND_CALLER_GONE, CALLER_GONE) if record.caller_gone
-                             else (GHOST_KIND_SUPPRESSED, "the caller cancelled"))
-                ghosts.emit(ghosts.subject(record), handler_outcome, kind, why, on=record.span, scope=record.session)
-        if record.write_interrupted:
-            record.span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)
-        if record.method == TOOLS_CALL and (record.crossed or record.answered_call is not None):
-            with contained("following a crossed answer"):
-                self.crossings.concluded(record, ghosts.subject, self._crossed)
-        if record.task_id is not None:  # most requests name no task
-            try:
-                self.tasks.observe(record, verdict)
-            except Exception:
-                fault("following a task")

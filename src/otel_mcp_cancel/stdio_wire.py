@@ -26,6 +26,7 @@ from typing import Any
 
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.request_state import LIVE, RequestRecord
+from otel_mcp_cancel.scheduler import SCHEDULER
 
 # Both SDK lines write an answer as `{"jsonrpc":"2.0","id":<id>,"result"|"error":...}`.
 _ANSWER_HEAD = '{"jsonrpc":"2.0","id":'
@@ -134,15 +135,16 @@ class StdioWire:
             conclude(record)
 
     def _arm_expiry(self) -> None:
-        """One timer at a time on the transport's event loop (asyncio's; under another loop, the transport's end
-        concludes what waits)."""
+        """One expiry at a time, run on the transport's event loop (asyncio's; under another loop, the transport's
+        end concludes what waits)."""
         if self._expiry_armed:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        loop.call_later(MAX_HELD_SECONDS, self._expiry_due)
+        SCHEDULER.call_later(MAX_HELD_SECONDS, lambda: _on_loop(loop, self._expiry_due),
+                             "concluding answers whose lines were not seen")
         self._expiry_armed = True
 
     def _expiry_due(self) -> None:
@@ -205,3 +207,10 @@ def follow(stdout: Any, wire: StdioWire) -> Callable[[], None]:
             del stdout.flush
 
     return stop
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    try:
+        loop.call_soon_threadsafe(callback)
+    except RuntimeError:  # the loop closed: its transport's end concluded what waited
+        pass

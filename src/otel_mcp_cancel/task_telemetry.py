@@ -16,8 +16,6 @@ session ended (a finished task nobody was told of: a ghost).
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -74,6 +72,7 @@ from otel_mcp_cancel.outcome import (
     undelivered_ghost,
 )
 from otel_mcp_cancel.request_state import RequestRecord
+from otel_mcp_cancel.scheduler import SCHEDULER, Scheduled
 
 # Tasks followed at once, settled ones included (a late `tasks/cancel` is judged against them); oldest out.
 CAPACITY = 10_000
@@ -134,11 +133,9 @@ class TaskTelemetry:
         self._cancelled_is_error = cancelled_is_error
         self._lock = threading.Lock()
         self._tasks: OrderedDict[str, TaskRecord] = OrderedDict()
-        # Finished tasks nobody was told of yet, by when their result expires (the server's side only).
-        self._expiring: list[tuple[float, int, TaskRecord]] = []
-        self._expiring_order = itertools.count()
-        # Wakes when the earliest expiry is due, whether or not a request comes: (when, its timer), or None.
-        self._expiry_timer: tuple[float, threading.Timer] | None = None
+        # Finished tasks nobody was told of yet, by id: the expiry each awaits (the server's side only; as many
+        # as the table holds at most).
+        self._expiring: dict[str, Scheduled] = {}
         self._stopped = False  # uninstrument() ran: nothing is followed or woken for any longer
 
     def begin(
@@ -407,63 +404,31 @@ class TaskTelemetry:
         with what is known (no ghost guessed: its caller may yet ask, unseen), and no expiry wakes again."""
         with self._lock:
             self._stopped = True
-            timer, self._expiry_timer = self._expiry_timer, None
-            self._expiring = []
+            expiring, self._expiring = list(self._expiring.values()), {}
             open_tasks = [task for task in self._tasks.values() if not task.ended]
             for task in open_tasks:
                 task.ended = True
             self._tasks.clear()
-        if timer is not None:
-            timer[1].cancel()
+        for entry in expiring:
+            SCHEDULER.cancel(entry)
         for task in open_tasks:
             with contained("ending a task's span at uninstrument()"):
                 task.span.end()
 
     def _await_expiry(self, task: TaskRecord) -> None:
+        """Its result expires at `expires_at`, whether or not a request comes: its span ends then, if still open."""
         expires_at = task.expires_at
-        if expires_at is None:  # asked only of a task that has one
+        if expires_at is None or self._stopped:  # asked only of a task that has one
             return
+        entry = SCHEDULER.call_at(expires_at, lambda: self._expired(task), "ending tasks whose results expired")
         with self._lock:
-            heapq.heappush(self._expiring, (expires_at, next(self._expiring_order), task))
-            dropped = None
-            if len(self._expiring) > CAPACITY:
-                self._expiring = [entry for entry in self._expiring if entry[2].span.is_recording()]  # ended already
-                heapq.heapify(self._expiring)
-                dropped = heapq.heappop(self._expiring)[2] if len(self._expiring) > CAPACITY else None
-        if dropped is not None:
-            dropped.span.end()  # no verdict rather than a guessed one, as for a task evicted from the table
-        self._arm_expiry_timer()
+            self._expiring[task.task_id] = entry
 
-    def _arm_expiry_timer(self) -> None:
+    def _expired(self, task: TaskRecord) -> None:
         with self._lock:
-            if self._stopped or not self._expiring:
-                return
-            due = self._expiring[0][0]
-            if self._expiry_timer is not None:
-                if self._expiry_timer[0] <= due:
-                    return  # it wakes soon enough
-                self._expiry_timer[1].cancel()
-            timer = threading.Timer(max(due - time.monotonic(), 0.0), self._expiry_due)
-            timer.daemon = True  # never keeps the process alive; its exit hook ends what still waits
-            self._expiry_timer = (due, timer)
-        timer.start()
-
-    def _expiry_due(self) -> None:
-        with contained("ending tasks whose results expired"):
-            with self._lock:
-                self._expiry_timer = None
-            self._expire_due()
-            self._arm_expiry_timer()
-
-    def _expire_due(self) -> None:
-        now = time.monotonic()
-        due = []
-        with self._lock:
-            while self._expiring and self._expiring[0][0] <= now:
-                due.append(heapq.heappop(self._expiring)[2])
-        for task in due:
-            task.expired = True
-            self._maybe_end(task)
+            self._expiring.pop(task.task_id, None)
+        task.expired = True
+        self._maybe_end(task)
 
     def _maybe_end(self, task: TaskRecord) -> None:
         """End the task's span once its verdict and its work are known, and (server) once its caller was told

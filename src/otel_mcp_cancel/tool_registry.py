@@ -2,7 +2,7 @@
 
 Read from data the server already holds, never by calling the application: a framework's tool
 (MCPServer, the SDK's FastMCP) tells its registration and annotations where it runs (see
-`observations.FrameworkHooks.tool_run`); for any server, its own tools/list answers name the tools it
+`hooks.framework.FrameworkHooks.tool_run`); for any server, its own tools/list answers name the tools it
 advertised. A low-level server's schema callback (`get_tool_input_schema`) is the application's code,
 may be slow or raise, and is never called. Unregistered names fold to _OTHER; annotations give a ghost its risk.
 """

@@ -29,6 +29,7 @@ from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
+from otel_mcp_cancel.scheduler import SCHEDULER, THREAD_NAME  # noqa: E402
 from tests.conftest import SPANS, Captured, instrumentation  # noqa: E402
 from tests.raw_peer import RawPeer, is_error, raw_session  # noqa: E402
 from tests.support import assert_ghost_line, until  # noqa: E402
@@ -304,6 +305,8 @@ async def test_uninstrument_ends_a_task_waiting_for_its_caller_and_stops_its_exp
                 assert task_spans(captured, "commit", SpanKind.SERVER) == []  # its caller may still ask
                 instrumentor.uninstrument()
                 assert expiry_timers() == []  # cancelled: it ends without waking
+                # and with nothing left to run, the scheduler's thread is gone
+                await until(lambda: THREAD_NAME not in [thread.name for thread in threading.enumerate()])
                 (task,) = task_spans(captured, "commit", SpanKind.SERVER)
                 payload = await peer.call(2, "tasks/result", {"taskId": task_id})  # served as ever, not seen
         assert [item["text"] for item in payload.result["content"]] == ["commit"]
@@ -316,10 +319,9 @@ async def test_uninstrument_ends_a_task_waiting_for_its_caller_and_stops_its_exp
         SPANS.clear()
 
 
-def expiry_timers() -> list[threading.Timer]:
-    """The plugin's timers that will wake as a finished task's result expires (none cancelled)."""
-    return [thread for thread in threading.enumerate() if isinstance(thread, threading.Timer)
-            and getattr(thread.function, "__name__", "") == "_expiry_due" and not thread.finished.is_set()]
+def expiry_timers() -> list[str]:
+    """What the plugin's scheduler will run as a finished task's result expires (none cancelled)."""
+    return [activity for activity in SCHEDULER.pending() if activity == "ending tasks whose results expired"]
 
 
 @pytest.mark.skipif(not SESSION_SCOPED, reason="this mcp serves a task to any session that names its id")

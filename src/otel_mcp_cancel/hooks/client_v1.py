@@ -22,9 +22,9 @@ from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIME
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks import sdk_v1 as sdk
 from otel_mcp_cancel.hooks.capabilities import CLIENT_REQUESTS, LATE_ANSWERS
+from otel_mcp_cancel.hooks.client_side import ClientHooks
 from otel_mcp_cancel.hooks.observations import (
     WIRE_DUMP,
-    ClientHooks,
     arg,
     connection_lost,
     note_result,

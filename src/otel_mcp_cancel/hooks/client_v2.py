@@ -19,7 +19,8 @@ from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIME
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.hooks import sdk_v2 as sdk
 from otel_mcp_cancel.hooks.capabilities import CANCEL_REASONS_CLIENT, CLIENT_REQUESTS, LATE_ANSWERS, ONE_CLIENT_SPAN
-from otel_mcp_cancel.hooks.observations import ClientHooks, arg, note_result
+from otel_mcp_cancel.hooks.client_side import ClientHooks
+from otel_mcp_cancel.hooks.observations import arg, note_result
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, error_answer

@@ -21,7 +21,8 @@ from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import client_transports, sdk_fastmcp, sdk_v1, sdk_v2
 from otel_mcp_cancel.hooks.capabilities import SESSIONS, TOOL_ENDS
 from otel_mcp_cancel.hooks.fastmcp_spans import FASTMCP_SCOPE, fastmcp_tracer
-from otel_mcp_cancel.hooks.observations import FrameworkHooks, HookSet, arg, observed
+from otel_mcp_cancel.hooks.framework import FrameworkHooks
+from otel_mcp_cancel.hooks.observations import HookSet, arg, observed
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.request_state import current_record

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import anyio
-import wrapt
 
 from otel_mcp_cancel.attributes import (
     bounded,
@@ -21,32 +18,21 @@ from otel_mcp_cancel.attributes import (
     model_values,
 )
 from otel_mcp_cancel.conventions import (
-    CANCEL_REASON_CALLER,
     CLIENT_ADDRESS,
     CLIENT_PORT,
     ERROR_TYPE_CONNECTION_CLOSED,
     MCP_SESSION_ID,
-    NETWORK_TRANSPORT,
     NETWORK_TRANSPORT_PIPE,
     NETWORK_TRANSPORT_TCP,
     RESULT_TYPE_INPUT_REQUIRED,
     TOOLS_CALL,
 )
-from otel_mcp_cancel.faults import contained, fault, lost
-from otel_mcp_cancel.hooks import client_transports
-from otel_mcp_cancel.hooks.capabilities import (
-    CLIENT_SESSIONS,
-    HTTP_APP_EXPORT,
-    STDIO_DELIVERY,
-    TOOL_ENDS,
-    TRANSPORT_FAILURES,
-)
+from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd, task_status
-from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
-from otel_mcp_cancel.session_telemetry import SessionRecord, note_destination
-from otel_mcp_cancel.stdio_wire import StdioWire, follow
+from otel_mcp_cancel.request_state import RequestRecord
+from otel_mcp_cancel.stdio_wire import StdioWire
 
 # Set in the serving task's context when it calls `stdio_server`; the transport's writer task and the handler
 # tasks inherit it.
@@ -246,16 +232,6 @@ async def observed(
     return result
 
 
-@dataclass(eq=False)
-class ClientSessionEntry:
-    """A client session, as its requests find it by the stream they are sent on."""
-
-    record: SessionRecord
-    client: weakref.ref[Any]  # the ClientSession
-    destination: dict[str, Any]  # where its transport leads (`client_transports.of_stream`), as it began
-    in_flight: weakref.WeakSet[RequestRecord] = field(default_factory=weakref.WeakSet)  # its requests' records
-
-
 class HookSet:
     """One SDK line's hooks on one side, reporting to one telemetry object, and what else of the SDK they reach
     for (the line's `sdk_v1` or `sdk_v2`)."""
@@ -278,270 +254,3 @@ class HookSet:
     def reaches(self) -> list[Reach]:
         """What the hooks read of the SDK besides their targets: probed with them (`wrapping.apply`)."""
         return []
-
-
-class FrameworkHooks(HookSet):
-    """Hooks into the high-level server (MCPServer on 2.x, FastMCP on 1.x) and the stdio transport.
-
-    The framework calls the user's own function in `Tool.run`, `ResourceTemplate.create_resource`,
-    `FunctionResource.read` and `Prompt.render`. Its return is where side effects are done; the
-    framework may still reach a checkpoint (and be cancelled) after it.
-    """
-
-    def framework_hooks(self, package: str, stdio_bindings: tuple[str, ...]) -> list[Hook]:
-        return [
-            Hook(f"{package}.tools.base", "Tool.run", self.tool_run, TOOL_ENDS),
-            Hook(f"{package}.resources.templates", "ResourceTemplate.create_resource", self.user_function,
-                 "how a resource template's function ended (ghosts of resource reads)"),
-            Hook(f"{package}.resources.types", "FunctionResource.read", self.user_function,
-                 "how a resource's function ended (ghosts of resource reads)"),
-            Hook(f"{package}.prompts.base", "Prompt.render", self.user_function,
-                 "how a prompt's function ended (ghosts of prompts)"),
-            # `stdio_server` is imported by name into other modules too; each binding is wrapped.
-            *(self.stdio_hook(module) for module in stdio_bindings),
-            # A streamable HTTP app's sessions, served from its lifespan: its end is where a worker stops.
-            Hook("mcp.server.streamable_http_manager", "StreamableHTTPSessionManager.run", self.http_serving,
-                 HTTP_APP_EXPORT),
-        ]
-
-    def stdio_hook(self, module: str) -> Hook:
-        return Hook(module, "stdio_server", self.stdio_server,
-                    f"stdio servers started through `{module}.stdio_server` (network.transport=pipe, answers "
-                    "followed to stdout, the calls its host is about to stop)")
-
-    # Not coroutines: each returns the one to await, the framework's own when no request is being served, so
-    # that no layer of ours is paid on the way.
-    def tool_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = current_record.get()
-        if not self.active or record is None:
-            return wrapped(*args, **kwargs)
-        record.tool_registered = True  # the framework only runs tools it has registered
-        record.registered_annotations = getattr(instance, "annotations", None)
-        # The exception it raised, if any, is noted: the framework turns it into an isError result.
-        return observed(record.note_handler, wrapped, args, kwargs, record.note_exception)
-
-    def user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = current_record.get()
-        if not self.active or record is None:
-            return wrapped(*args, **kwargs)
-        return observed(record.note_handler, wrapped, args, kwargs)
-
-    async def session_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """mcp 1.x `Server.run` (or a framework's override of it): a session's serving loop, unless
-        stateless HTTP runs it for one request."""
-        stateless = args[4] if len(args) > 4 else kwargs.get("stateless", False)
-        if not self.active or stateless:
-            return await wrapped(*args, **kwargs)
-        over_stdio = stdio_wire.get() is not None
-        self._telemetry.serving()
-        with self._telemetry.sessions.session(arg(args, kwargs, 0, "read_stream"), over_stdio):
-            return await wrapped(*args, **kwargs)
-
-    def stdio_server(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """The SDK's stdio transport, handed back as it is: while it runs, its requests are served over a pipe
-        whose answers are followed to its own stdout."""
-        transport = wrapped(*args, **kwargs)
-        if not self.active or type(transport) is ObservedContext:  # a binding wrapped twice: once is enough
-            return transport
-        with contained("following a stdio transport"):
-            wire = StdioWire()
-            stdio_wire.set(wire)  # in the serving task's context: the writer and the handlers inherit it
-            self._telemetry.serving()
-            unfollow: list[Callable[[], None]] = []
-
-            def entered(manager: Any) -> None:
-                stdout = _transport_stdout(self.sdk.stdio_stdout, manager)
-                if stdout is None:
-                    lost(STDIO_DELIVERY, "the `stdio_server` entered holds no `stdout` to follow (another library "
-                         "may have wrapped it); its calls are concluded as their answers are handed to the transport")
-                else:
-                    unfollow.append(follow(stdout, wire))
-
-            def left() -> None:
-                for stop in unfollow:
-                    stop()
-                wire.release()
-
-            return ObservedContext(transport, entered, left)
-        return transport
-
-    def http_serving(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """A streamable HTTP app's session manager runs (its lifespan); as it stops, what is concluded is
-        exported: uvicorn re-raises the signal it stopped on next, which kills the process before any exit hook."""
-        manager = wrapped(*args, **kwargs)
-        if not self.active:
-            return manager
-        with contained("following a streamable HTTP app"):
-            self._telemetry.serving()
-            return ObservedContext(manager, lambda _: None, self._telemetry.serving_ended)
-        return manager
-
-    async def request_stream_closing(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """Streamable HTTP: the stream a request's answer goes out on is closing. Before the answer was
-        written, its caller hung up (its HTTP request ended), and the answer will be dropped. Not so with an
-        event store: a caller may resume the stream and be given the answer then."""
-        if self.active:
-            with contained("noticing a request's stream closing"):
-                request_id, sdk = arg(args, kwargs, 0, "request_id"), self.sdk
-                if request_id in sdk.http_request_streams(instance, ()) and sdk.http_event_store(instance) is None:
-                    stream = sdk.http_write_stream(instance)  # the one its session (1.x) or dispatcher (2.x) writes to
-                    wire_id = str(request_id)
-                    written_by = sdk.session_write_stream
-                    LIVE.caller_gone_of(lambda record: stream is not None and written_by(record.session) is stream
-                                        and str(record.request_id) == wire_id)
-        return await wrapped(*args, **kwargs)
-
-
-class ObservedContext(wrapt.ObjectProxy):
-    """One of the library's async context managers, handed back as it is, with the plugin told once it has been
-    entered (`entered(manager)`) and once it has been left (`left()`)."""
-
-    def __init__(self, manager: Any, entered: Callable[[Any], None], left: Callable[[], None]) -> None:
-        super().__init__(manager)
-        self._self_entered, self._self_left = entered, left
-
-    async def __aenter__(self) -> Any:
-        value = await self.__wrapped__.__aenter__()
-        with contained("observing a transport start"):
-            self._self_entered(self.__wrapped__)
-        return value
-
-    async def __aexit__(self, *exc_info: Any) -> Any:
-        try:
-            return await self.__wrapped__.__aexit__(*exc_info)
-        finally:
-            with contained("observing a transport end"):
-                self._self_left()
-
-
-def _transport_stdout(local: Any, manager: Any) -> Any:
-    """The stdout file object the SDK's entered `stdio_server` writes to (`local`: a local of its suspended
-    generator, on both lines), or None."""
-    stdout = local.of(getattr(getattr(manager, "gen", None), "ag_frame", None))
-    return stdout if callable(getattr(stdout, "write", None)) and callable(getattr(stdout, "flush", None)) else None
-
-
-class ClientHooks(HookSet):
-    """What the sending side's hooks of both lines share: where a session's stream leads, its span, and how
-    long the session lasted (from entering the `ClientSession` to leaving it)."""
-
-    def __init__(self, telemetry: Any) -> None:
-        super().__init__(telemetry)
-        self._sessions: weakref.WeakKeyDictionary[Any, SessionRecord] = weakref.WeakKeyDictionary()
-        # A request finds its session by the stream it is sent on (by id: streams are not weak-referenceable; an
-        # entry leaves as its session ends). In process there is no stream, and no entry.
-        self._by_stream: dict[int, ClientSessionEntry] = {}
-        # Each streamable HTTP transport's session stream (the one its writer reads), to find its requests by.
-        self._transports: weakref.WeakKeyDictionary[Any, object] = weakref.WeakKeyDictionary()
-
-    def session_hooks(self, inherited: bool) -> list[Hook]:
-        return [
-            Hook("mcp.client.session", "ClientSession.__aenter__", self._enter_session, CLIENT_SESSIONS,
-                 inherited=inherited),
-            Hook("mcp.client.session", "ClientSession.__aexit__", self._leave_session, CLIENT_SESSIONS,
-                 ("exc_type", "exc_val", "exc_tb"), inherited=inherited),
-        ]
-
-    def session_stream(self, session: Any) -> object:
-        """The write stream a client session sends on (it differs between the lines)."""
-        raise NotImplementedError
-
-    async def _enter_session(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        entered = await wrapped(*args, **kwargs)  # a session that failed to start never was one
-        if self.active:
-            with contained("opening a client session"):
-                record = self._telemetry.sessions.open()
-                if record is not None:
-                    stream = self.session_stream(instance)
-                    destination = client_transports.of_stream(stream)
-                    note_destination(record, destination)
-                    self._sessions[instance] = record
-                    if stream is not None:
-                        self._by_stream[id(stream)] = ClientSessionEntry(record, weakref.ref(instance), destination)
-        return entered
-
-    async def _leave_session(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        with contained("leaving a client session"):
-            self._telemetry.late_answers.forget(self.session_stream(instance))
-            entry = self._by_stream.pop(id(self.session_stream(instance)), None)
-            for request in list(entry.in_flight) if entry is not None else ():
-                # Its own code closed the session under a call: that caller gave up, whatever error the
-                # closing connection then raises into the call.
-                request.note_caller_gone(CANCEL_REASON_CALLER)
-        try:
-            return await wrapped(*args, **kwargs)
-        finally:
-            with contained("closing a client session"):
-                record = self._sessions.pop(instance, None)
-                if record is not None:
-                    version = getattr(instance, "protocol_version", None)  # mcp 2.x keeps it; 1.x does not
-                    if isinstance(version, str):
-                        record.protocol_version = bounded(version)
-                    self._telemetry.sessions.close(record, arg(args, kwargs, 1, "exc_val"))
-            with contained("ending a client session's tasks"):
-                exc = arg(args, kwargs, 1, "exc_val")
-                self._telemetry.tasks.gave_up(self.session_stream(instance), connection_lost(exc))
-
-    def transport_hooks(self) -> list[Hook]:
-        http = "mcp.client.streamable_http"
-        return [
-            *client_transports.transport_hooks(self._transport),
-            # A streamable HTTP transport whose POST raised (an HTTP error status on mcp 1.x, an auth flow on either
-            # line) tears its session down: the calls in flight failed, though their callers see a cancel.
-            Hook(http, "StreamableHTTPTransport.post_writer", self._post_writer, TRANSPORT_FAILURES,
-                 ("client", "write_stream_reader", "read_stream_writer", "write_stream")),
-            Hook(http, "StreamableHTTPTransport._handle_post_request", self._post, TRANSPORT_FAILURES, ("ctx",)),
-        ]
-
-    async def _post_writer(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """The transport's writer: which session's stream it serves."""
-        if self.active:
-            with contained("following a client's transport"):
-                self._transports[instance] = arg(args, kwargs, 3, "write_stream")
-        return await wrapped(*args, **kwargs)
-
-    async def _post(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        try:
-            return await wrapped(*args, **kwargs)
-        except Exception as exc:
-            if self.active:
-                with contained("noting a client transport's failure"):
-                    entry = self._by_stream.get(id(self._transports.get(instance)))
-                    for request in list(entry.in_flight) if entry is not None else ():
-                        request.note_answer(Answer.transport_failed(exc))
-            raise
-
-    def _transport(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        if not self.active:
-            return wrapped(*args, **kwargs)
-        return client_transports.remembered(wrapped, args, kwargs, self.sdk.http_client_transport)
-
-    def open(
-        self, method: str, params: Any, request_id: object, write_stream: object, *, checked: bool = False
-    ) -> RequestRecord | None:
-        """Start the CLIENT span of a request sent on `write_stream`, with its destination where known.
-        `checked`: the hook asked `traced()` just now."""
-        entry = self._by_stream.get(id(write_stream)) if write_stream is not None else None
-        destination = entry.destination if entry is not None else client_transports.of_stream(write_stream)
-        attributes = None
-        if destination:  # none over memory streams
-            attributes = {key: value for key, value in destination.items() if key != NETWORK_TRANSPORT}
-            try:
-                session_id = client_transports.session_id_of(write_stream)
-                if session_id is not None:  # none before the server assigned one in its `initialize` answer
-                    attributes[MCP_SESSION_ID] = bounded(session_id)
-            except Exception:
-                fault("reading a client's session id")
-        transport = destination.get(NETWORK_TRANSPORT)
-        record = self._telemetry.open(method, params, request_id, transport, attributes, checked=checked)
-        if record is not None:
-            record.session = write_stream  # the session it was sent in: its tasks end with it
-            if entry is not None:
-                session = entry.record
-                if session.protocol_version is None:  # known once initialize (or discovery) answered
-                    version = getattr(entry.client(), "protocol_version", None)  # mcp 2.x keeps it; 1.x: `resolve`
-                    if isinstance(version, str):
-                        session.protocol_version = bounded(version)
-                record.in_session, record.protocol_version = session, session.protocol_version
-                entry.in_flight.add(record)
-        return record

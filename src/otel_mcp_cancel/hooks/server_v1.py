@@ -34,8 +34,8 @@ from otel_mcp_cancel.hooks.capabilities import (
     REQUESTS_V1,
     SESSIONS,
 )
+from otel_mcp_cancel.hooks.framework import FrameworkHooks
 from otel_mcp_cancel.hooks.observations import (
-    FrameworkHooks,
     cancel_reason,
     http_peer,
     is_tool_error,

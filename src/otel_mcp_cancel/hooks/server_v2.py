@@ -36,8 +36,8 @@ from otel_mcp_cancel.hooks.capabilities import (
     SESSIONS,
     STREAM_REQUESTS,
 )
+from otel_mcp_cancel.hooks.framework import FrameworkHooks
 from otel_mcp_cancel.hooks.observations import (
-    FrameworkHooks,
     arg,
     cancel_reason,
     http_peer,
