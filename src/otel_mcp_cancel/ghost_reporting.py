@@ -18,7 +18,7 @@ from opentelemetry.metrics import Counter
 from opentelemetry.trace import Span, SpanContext, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import bounded, camel_case, tool_arguments
+from otel_mcp_cancel.attributes import bounded, tool_arguments
 from otel_mcp_cancel.conventions import (
     EVENT_GHOST_RETRIED,
     EVENT_GHOST_SUPPRESSED,
@@ -175,10 +175,24 @@ class GhostEmitter:
 
     @staticmethod
     def _annotations(record: RequestRecord, tool: str | None) -> Mapping[str, Any] | None:
-        annotations: Mapping[str, Any] | None = camel_case(record.registered_annotations)
+        annotations = risk_hints(record.registered_annotations)
         if annotations is None and record.server is not None:
             annotations = tool_registry.listed_annotations(record.server, tool)
         return annotations
+
+
+# The hints a ghost's risk is read from, by their names on the wire and as mcp 2.x's models name them.
+_HINTS = (("readOnlyHint", "read_only_hint"), ("destructiveHint", "destructive_hint"),
+          ("idempotentHint", "idempotent_hint"))
+
+
+def risk_hints(annotations: Any) -> dict[str, Any] | None:
+    """A framework's own annotations model's risk hints, read off its values (not dumped: this runs for every
+    answered call, whose ghost may yet be found)."""
+    values = annotations if isinstance(annotations, Mapping) else getattr(annotations, "__dict__", None)
+    if values is None:
+        return None
+    return {camel: values.get(snake, values.get(camel)) for camel, snake in _HINTS}
 
 
 def _message(subject: GhostSubject, handler_outcome: str, kind: str, why: str) -> str:

@@ -2,8 +2,9 @@
 server's session, for a ghost; a client, for a call it gave up on); and, across replicas, a fingerprint of each
 call that lets a store join them.
 
-Arguments are compared by a keyed BLAKE2b digest under a random key made when
-the process starts and never exported; no argument value is stored. A table
+Arguments are compared by a keyed BLAKE2b digest of their repr under a random
+key made when the process starts and never exported; no argument value is
+stored. A table
 (`memory.Memory`) holds at most CAPACITY calls, oldest out, and forgets a call
 once the window has passed. The fingerprint is an HMAC-SHA256 under a key the replicas share,
 cut to FINGERPRINT_LENGTH hex characters: exported, and never the arguments.
@@ -64,7 +65,10 @@ class RecentCalls:
         return self._calls.held
 
     def key_of(self, tool: str, arguments: Any) -> CallKey:
-        return tool, hashlib.blake2b(_canonical(arguments), key=self._key, digest_size=16).digest()
+        # Of the arguments' repr, not a canonical form: a retry comes from the same client, in the same session,
+        # which sends the same arguments the same way; and this is made for every answered call.
+        return tool, hashlib.blake2b(repr(arguments).encode("utf-8", "surrogatepass"), key=self._key,
+                                     digest_size=16).digest()
 
     def remember(self, scope: object, key: CallKey, span_context: SpanContext, label: str,
                  call_span_id: int | None = None) -> None:
