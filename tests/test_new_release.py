@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import inspect
 import logging
 from collections import Counter
@@ -125,7 +126,7 @@ async def other_transports() -> list[tuple[bool, str]]:
 
         async with Client(traffic_server(Gates())) as direct:  # in process: the direct dispatcher
             answers.append(texts(await direct.call_tool("echo", {"text": "direct"})))
-    else:
+    elif importlib.util.find_spec("mcp.server.experimental.request_context") is not None:  # 1.23 and later
         answers += await v1_tasks()
     return answers
 
@@ -140,6 +141,8 @@ async def v1_tasks() -> list[tuple[bool, str]]:
         created = [await create(peer, tool, request_id) for request_id, tool in enumerate(("commit", "crash"))]
     return [(False, str(len(created)))]
 
+
+FRAMEWORK_PACKAGES = ("fastmcp", "docket")
 
 # Where each line binds the stdio server helper by name (as the hooks do: `server_v1`, `server_v2`).
 STDIO_SERVER_BINDINGS = {1: ("mcp.server.stdio", "mcp.server.fastmcp.server", "mcp"),
@@ -298,7 +301,9 @@ async def check_every_move(caplog: pytest.LogCaptureFixture, monkeypatch: pytest
     assert len(hooks) >= (25 if MCP_MAJOR == 2 else 20) and len(reaches) >= 10
     silent = [hook.target_name for hook in hooks if not fired[hook.target_name]]
     if every_transport:  # each hook moved below has been seen at work, or its checks would hold by construction
-        assert silent == []
+        # (the SDK line's: standalone FastMCP's and its task engines' own hooks, where installed, are not driven by
+        # this traffic, and their targets are moved only as far as it reaches them)
+        assert [name for name in silent if not name.startswith(FRAMEWORK_PACKAGES)] == []
     problems = []
 
     def check(what: str, expected: set[str], answers: list[tuple[bool, str]], captured: Captured) -> None:

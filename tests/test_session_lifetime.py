@@ -19,10 +19,11 @@ import pytest
 
 from otel_mcp_cancel.request_state import RequestRecord
 from tests.conftest import Captured
+from tests.in_process import http_app, served_over_http
 from tests.raw_peer import is_result, raw_peer_over, served_in_memory
 from tests.sdk_client import sdk_client
 from tests.servers import Gates, notes_server
-from tests.subprocess_servers import free_port, http_streams
+from tests.subprocess_servers import http_streams
 from tests.support import MCP_MAJOR, cancel_when
 
 pytestmark = pytest.mark.anyio
@@ -67,31 +68,6 @@ async def client_traffic(streams: Any, gates: Gates, taken: Callable[[], None]) 
 
 
 @asynccontextmanager
-async def served_over_http(server: Any, path: str, app: Any) -> AsyncIterator[str]:
-    import uvicorn
-
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on")
-    web = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(web.serve)
-        with anyio.fail_after(20):
-            while not web.started:
-                await anyio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}{path}"
-        web.should_exit = True
-
-
-def http_app(server: Any, *, stateless: bool, sse: bool) -> Any:
-    if sse:
-        return server.sse_app()
-    if MCP_MAJOR == 2:
-        return server.streamable_http_app(stateless_http=stateless)
-    server.settings.stateless_http = stateless
-    return server.streamable_http_app()
-
-
-@asynccontextmanager
 async def sse_streams(url: str) -> AsyncIterator[tuple[Any, Any]]:
     from mcp.client.sse import sse_client
 
@@ -110,7 +86,7 @@ async def run_sessions(transport: str, sessions: int, taken: Callable[[], None])
         return
     sse = transport == "sse"
     app = http_app(server, stateless=transport == "http-stateless", sse=sse)
-    async with served_over_http(server, "/sse" if sse else "/mcp", app) as url:
+    async with served_over_http(app, "/sse" if sse else "/mcp") as url:
         for _ in range(sessions):
             await client_traffic(sse_streams(url) if sse else http_streams(url), gates, taken)
             gates = _reset(gates)
