@@ -29,6 +29,7 @@ from otel_mcp_cancel.conventions import (
     JSONRPC_REQUEST_ID,
     MCP_METHOD_NAME,
     MCP_TASK_ID,
+    OTHER,
     TOOL_CALL_FINGERPRINT,
     TOOL_CANCEL_REASON,
     TOOL_GHOST_KIND,
@@ -37,7 +38,7 @@ from otel_mcp_cancel.conventions import (
     TOOL_RETRIED_GHOST_RISK,
     TOOLS_CALL,
 )
-from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.ghosts import LEDGER
 from otel_mcp_cancel.outcome import ghost_risk
 from otel_mcp_cancel.request_state import RequestRecord
@@ -72,11 +73,14 @@ class GhostEmitter:
     def subject(self, record: RequestRecord) -> GhostSubject:
         """A server's call, as its ghost is reported: read after the request was resolved (its tool's name is
         then known to be served or not)."""
-        tool = called_tool(record)
-        tool_label = record.metric_attributes().get(GEN_AI_TOOL_NAME)
-        risk = GHOST_RISK_UNKNOWN
-        with contained("judging a ghost's risk"):  # a failing lookup costs only the risk
+        tool = record.target if record.method == TOOLS_CALL else None
+        # As its metrics name it (`RequestRecord.metric_attributes`): a tool the server does not serve is _OTHER.
+        tool_label = None if tool is None else tool if record.tool_registered else OTHER
+        try:
             risk = ghost_risk(record.method, self._annotations(record, tool))
+        except Exception:  # a failing lookup costs only the risk
+            fault("judging a ghost's risk")
+            risk = GHOST_RISK_UNKNOWN
         retries = self.retries
         key = retries.key_of(tool, tool_arguments(record.params)) if retries is not None and tool else None
         return GhostSubject(record.method, tool, tool_label, _bounded_id(record.request_id), record.task_id,
@@ -175,7 +179,7 @@ class GhostEmitter:
 
     @staticmethod
     def _annotations(record: RequestRecord, tool: str | None) -> Mapping[str, Any] | None:
-        annotations = risk_hints(record.registered_annotations)
+        annotations: Mapping[str, Any] | None = risk_hints(record.registered_annotations)
         if annotations is None and record.server is not None:
             annotations = tool_registry.listed_annotations(record.server, tool)
         return annotations

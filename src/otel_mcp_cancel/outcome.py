@@ -350,7 +350,7 @@ def ghost_risk(method: str, annotations: Mapping[str, Any] | None) -> str:
     if method != TOOLS_CALL:
         return GHOST_RISK_NONE if method in READ_ONLY_METHODS else GHOST_RISK_UNKNOWN
     hints = {key: (annotations or {}).get(key) for key in ("readOnlyHint", "destructiveHint", "idempotentHint")}
-    if all(value is None for value in hints.values()):
+    if hints["readOnlyHint"] is None and hints["destructiveHint"] is None and hints["idempotentHint"] is None:
         return GHOST_RISK_UNKNOWN
     if hints["readOnlyHint"] is True:
         return GHOST_RISK_NONE

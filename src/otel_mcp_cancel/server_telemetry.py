@@ -27,7 +27,7 @@ from otel_mcp_cancel.conventions import (
     TOOLS_CALL,
 )
 from otel_mcp_cancel.crossing import Crossings
-from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.flushing import Delivery, Flusher
 from otel_mcp_cancel.ghost_reporting import GhostEmitter, GhostSubject, called_tool
 from otel_mcp_cancel.instruments import Instruments
@@ -156,8 +156,10 @@ class ServerTelemetry(RequestTelemetry):
     def answering(self, record: RequestRecord) -> None:
         """A request's answer is being written: a tools/call's is remembered, for a cancel that crosses it."""
         if record.method == TOOLS_CALL:
-            with contained("remembering an answered call"):
+            try:
                 self.crossings.answering(record)
+            except Exception:
+                fault("remembering an answered call")
 
     def unheard(self, session: object, request_id: object) -> None:
         """mcp 1.x dropped a cancel read before its request's handler began: the answer that follows crossed it."""
