@@ -126,9 +126,16 @@ async def other_transports() -> list[tuple[bool, str]]:
 
         async with Client(traffic_server(Gates())) as direct:  # in process: the direct dispatcher
             answers.append(texts(await direct.call_tool("echo", {"text": "direct"})))
-    elif importlib.util.find_spec("mcp.server.experimental.request_context") is not None:  # 1.23 and later
+    elif has_task_engine():  # 1.23 and later
         answers += await v1_tasks()
     return answers
+
+
+def has_task_engine() -> bool:
+    try:
+        return importlib.util.find_spec("mcp.server.experimental.request_context") is not None
+    except ModuleNotFoundError:  # its parent package is missing too
+        return False
 
 
 async def v1_tasks() -> list[tuple[bool, str]]:
