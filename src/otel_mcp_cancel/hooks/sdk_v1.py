@@ -72,5 +72,8 @@ CLIENT: list[Reach] = [types, ClientSession, McpError, session_write_stream, ses
 # The experimental task engine (1.23 and later), imported only where an application enables it.
 experimental_session = Attribute(TASK_SCOPES_V1, Name((), "mcp.server.experimental.request_context", "Experimental"),
                                  "_session")
-session_experimental = Attribute(TASK_SCOPES_V1, Name((), "mcp.server.session", "ServerSession"), "_experimental")
+# Its experimental features, if made yet (read without making them: the accessor 1.30 added warns); their
+# `task_session_scope`, from 1.25 or so, is public and read as such (an older release's tasks have no scope).
+session_experimental = Attribute(TASK_SCOPES_V1, Name((), "mcp.server.session", "ServerSession"),
+                                 "_experimental_features")
 TASKS: list[Reach] = [experimental_session, session_experimental]
