@@ -124,6 +124,7 @@ async def test_an_answer_that_comes_after_the_client_gave_up_is_a_late_answer_gh
     assert f"tool 'blocking_insert' (request id {request_id}) reached this client after it gave up" in line[0]
 
 
+@pytest.mark.skipif(not SEES_LATE_ANSWERS, reason="mcp before 1.23 gives nothing to hook: nothing to see either way")
 async def test_an_answer_for_a_call_still_waited_for_is_no_late_answer(captured, tmp_path: Path) -> None:
     (tmp_path / "gate").write_text("")  # a plain file: the tool does not wait
     async with calling("sdk", server_command("python", tmp_path)) as call:
