@@ -19,6 +19,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from examples.otlp_sink import OtlpSink, exporter_environment
+from otel_mcp_cancel import config
 from tests.conftest import is_request_span
 from tests.frameworks import FASTMCP_MAJOR, FASTMCP_VERSION, FRAMEWORKS
 from tests.raw_peer import RawPeer, is_result, raw_peer_over, raw_session
@@ -287,10 +288,10 @@ def test_a_fastmcp_outside_the_tested_range_is_left_alone_with_a_warning(monkeyp
 
     monkeypatch.setattr(otel_mcp_cancel, "_instruments_fastmcp_any", ("fastmcp >= 99", "fastmcp-slim >= 99"))
     caplog.set_level("WARNING", logger="otel_mcp_cancel")
-    modules = [type(make(None)).__module__ for _, make, _ in otel_mcp_cancel._hook_makers()]
+    modules = [type(make(None)).__module__ for _, make, _ in otel_mcp_cancel._hook_makers(config.read())]
     line = f"v{MCP_MAJOR}"
     assert modules[:2] == [f"otel_mcp_cancel.hooks.server_{line}", f"otel_mcp_cancel.hooks.client_{line}"]
-    assert modules == [type(make(None)).__module__ for _, make, _ in otel_mcp_cancel._sdk_hook_makers()]
+    assert modules == [type(make(None)).__module__ for _, make, _ in otel_mcp_cancel._sdk_hook_makers(config.read())]
     assert not any("fastmcp" in module for module in modules)
     assert "fastmcp >= 99 or fastmcp-slim >= 99" in caplog.text and "traced through the SDK alone" in caplog.text
     assert f"FastMCP {FASTMCP_VERSION} (distribution " in caplog.text
@@ -302,7 +303,7 @@ def test_fastmcp_is_hooked_whichever_distribution_provides_it(caplog) -> None:
 
     caplog.set_level("WARNING", logger="otel_mcp_cancel")
     (distribution, *_) = importlib.metadata.packages_distributions()["fastmcp"]
-    modules = [type(make(None)).__module__ for _, make, _ in otel_mcp_cancel._hook_makers()]
+    modules = [type(make(None)).__module__ for _, make, _ in otel_mcp_cancel._hook_makers(config.read())]
     assert "otel_mcp_cancel.hooks.fastmcp_server" in modules, (distribution, modules)
     assert caplog.text == ""
 
@@ -314,6 +315,6 @@ def test_fastmcp_installed_from_its_source_is_hooked_by_its_distributions_name(m
 
     caplog.set_level("WARNING", logger="otel_mcp_cancel")
     monkeypatch.setattr(importlib.metadata.PathDistribution, "files", property(lambda self: None))
-    modules = [type(make(None)).__module__ for _, make, _ in otel_mcp_cancel._hook_makers()]
+    modules = [type(make(None)).__module__ for _, make, _ in otel_mcp_cancel._hook_makers(config.read())]
     assert "otel_mcp_cancel.hooks.fastmcp_server" in modules
     assert caplog.text == ""

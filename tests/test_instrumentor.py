@@ -18,7 +18,7 @@ from opentelemetry.instrumentation.utils import (
 from opentelemetry.trace import SpanKind, StatusCode
 from packaging.requirements import Requirement
 
-from otel_mcp_cancel import McpCancelInstrumentor, _hook_makers
+from otel_mcp_cancel import McpCancelInstrumentor, _hook_makers, config
 from otel_mcp_cancel.hooks import wrapping
 from otel_mcp_cancel.package import _instruments, _instruments_fastmcp_any
 from tests.conftest import SPANS, TRACER_PROVIDER, instrumented
@@ -34,7 +34,8 @@ WRAPPER = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 def installed_hooks() -> list[wrapping.Hook]:
     """The hook points of the installed SDK line and frameworks: of each hook set whose package is installed (it
     is applied as that package is imported; the tests' own imports have imported each)."""
-    return [hook for _, make, trigger in _hook_makers() if installed(trigger) for hook in make(None).hooks()]
+    makers = _hook_makers(config.read())
+    return [hook for _, make, trigger in makers if installed(trigger) for hook in make(None).hooks()]
 
 
 def installed(module: str) -> bool:

@@ -159,14 +159,13 @@ def _made(module: str, name: str, **options: Any) -> Callable[[Any], Any]:
     return lambda telemetry: getattr(importlib.import_module(module), name)(telemetry, **options)
 
 
-def _hook_makers(chosen: Config | None = None) -> list[tuple[str, Callable[[Any], Any], str]]:
+def _hook_makers(chosen: Config) -> list[tuple[str, Callable[[Any], Any], str]]:
     """Each hook set to apply, as (the side whose telemetry it reports to, its maker, the module whose import
     applies it), for the installed SDK line and frameworks; ImportError when mcp is missing."""
     return [*_sdk_hook_makers(chosen), *_fastmcp_hook_makers()]
 
 
-def _sdk_hook_makers(chosen: Config | None = None) -> list[tuple[str, Callable[[Any], Any], str]]:
-    chosen = chosen or config.read()
+def _sdk_hook_makers(chosen: Config) -> list[tuple[str, Callable[[Any], Any], str]]:
     mcp_version = Version(importlib.metadata.version("mcp"))
     if mcp_version.major == 1:
         guard, courtesy_cancel = chosen.ghost_guard, chosen.courtesy_cancel

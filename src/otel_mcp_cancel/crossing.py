@@ -88,14 +88,11 @@ class Crossings:
         """`record` (a tools/call) was concluded: a crossing read before now is reported; else what a cancel
         read later needs is left for it."""
         entry = record.answered_call
-        if not record.crossed and entry is None:
+        crossed = record.crossed or (entry is not None and entry.crossed)
+        handler_outcome = outcome.crossed(record.handler, record.answer) if crossed or entry is not None else None
+        if handler_outcome is None:  # no crossing, or one of an answer that says nothing ran
             return
-        handler_outcome = outcome.crossed(record.handler, record.answer)
-        if handler_outcome is None and entry is None:
-            return
-        if record.crossed or (entry is not None and entry.crossed):
-            if handler_outcome is not None:
-                report(subject(record), handler_outcome, record.session)
-            return
-        if entry is not None and handler_outcome is not None:
+        if crossed:
+            report(subject(record), handler_outcome, record.session)
+        elif entry is not None:
             entry.subject, entry.handler_outcome = subject(record), handler_outcome

@@ -73,9 +73,7 @@ class GhostEmitter:
     def subject(self, record: RequestRecord) -> GhostSubject:
         """A server's call, as its ghost is reported: read after the request was resolved (its tool's name is
         then known to be served or not)."""
-        tool = record.target if record.method == TOOLS_CALL else None
-        # As its metrics name it (`RequestRecord.metric_attributes`): a tool the server does not serve is _OTHER.
-        tool_label = None if tool is None else tool if record.tool_registered else OTHER
+        tool = called_tool(record)
         try:
             risk = ghost_risk(record.method, self._annotations(record, tool))
         except Exception:  # a failing lookup costs only the risk
@@ -83,6 +81,7 @@ class GhostEmitter:
             risk = GHOST_RISK_UNKNOWN
         retries = self.retries
         key = retries.key_of(tool, tool_arguments(record.params)) if retries is not None and tool else None
+        tool_label = None if tool is None else _tool_label(record, tool)
         return GhostSubject(record.method, tool, tool_label, _bounded_id(record.request_id), record.task_id,
                             record.span.get_span_context(), risk, key)
 
@@ -170,10 +169,7 @@ class GhostEmitter:
             record.span.add_link(retried.span_context)
             record.span.set_attribute(TOOL_RETRIED_GHOST_RISK, retried.label)
             record.span.add_event(EVENT_GHOST_RETRIED, {TOOL_RETRIED_GHOST_RISK: retried.label})
-            attributes = {TOOL_GHOST_RISK: retried.label}
-            tool_label = record.metric_attributes().get(GEN_AI_TOOL_NAME)
-            if tool_label is not None:
-                attributes[GEN_AI_TOOL_NAME] = tool_label
+            attributes = {TOOL_GHOST_RISK: retried.label, GEN_AI_TOOL_NAME: _tool_label(record, tool)}
             if self._retried is not None:
                 self._retried.add(1, attributes)
 
@@ -209,6 +205,12 @@ def _message(subject: GhostSubject, handler_outcome: str, kind: str, why: str) -
     return (f"{GHOST_LOG_PREFIX}: {handler_outcome} answer of {subject.method}{tool} (request id "
             f"{subject.request_id!r}{task}, ghost risk {subject.risk}) was suppressed because {why}; "
             "its side effects happened")
+
+
+def _tool_label(record: RequestRecord, tool: str) -> str:
+    """A called tool's name as the metrics carry it (`RequestRecord.metric_attributes`): a tool the server does not
+    serve is _OTHER."""
+    return tool if record.tool_registered else OTHER
 
 
 def _bounded_id(request_id: object) -> object:

@@ -58,11 +58,6 @@ stdio_stdout = Local(STDIO_DELIVERY, Name((), "mcp.server.stdio", "stdio_server"
 http_client_transport = None
 
 
-def request_handlers(server: object, default: object = None) -> object:
-    """1.x validates every request against the protocol's own list: a server serves no method beyond it."""
-    return default
-
-
 SERVER: list[Reach] = [types, ServerSession, SUPPORTED_PROTOCOL_VERSIONS, responder_completed, responder_entered,
                        responder_session, session_read_stream, session_write_stream, session_in_flight,
                        http_request_streams, http_event_store, http_write_stream, receiving_notification,
