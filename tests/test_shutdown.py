@@ -37,10 +37,19 @@ TOOLS = {
 }
 
 
-def start_call_and_hang_up(process: subprocess.Popen, tool: str, arguments: dict) -> None:
-    """Call `tool` (request 1), wait until its handler runs, then close the server's stdin as a host does."""
+def start_call_and_hang_up(process: subprocess.Popen, tool: str, arguments: dict, *,
+                           cancel_first: bool = False) -> None:
+    """Call `tool` (request 1), wait until its handler runs, then close the server's stdin as a host does; with
+    `cancel_first`, cancel the call before, and wait until the server has read the cancel."""
     send_line(process, {"id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
     call_over_pipe(process, 2, "wait_started", {})
+    if cancel_first:
+        send_line(process, {"method": "notifications/cancelled", "params": {"requestId": 1, "reason": "enough"}})
+        # Read in order: once request 3 is answered, the cancel was read (mcp 1.x acknowledges it with an error
+        # line for request 1 first).
+        send_line(process, {"id": 3, "method": "tools/call", "params": {"name": "wait_started", "arguments": {}}})
+        while json.loads(process.stdout.readline()).get("id") != 3:
+            pass
     process.stdin.close()
 
 
@@ -94,14 +103,18 @@ async def test_the_call_in_flight_when_the_host_stops_the_server_is_exported_as_
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("cancel_first", [False, True], ids=["hung up", "cancelled, then hung up"])
 async def test_a_handler_that_finishes_after_its_caller_left_is_a_ghost_under_the_call(
-    sink: OtlpSink, tmp_path: Path, framework: str
+    sink: OtlpSink, tmp_path: Path, framework: str, cancel_first: bool
 ) -> None:
+    """Its kind names what first kept the answer from its caller: it left (`caller_gone`), or it had cancelled
+    before it left (`suppressed`: it was told `cancelled` first)."""
     gate = tmp_path / "gate"
     os.mkfifo(gate)
     process = stdio_gated_server(tmp_path, sink.endpoint, framework)
     try:
-        start_call_and_hang_up(process, "threaded_write", {"name": "g.md", "gate": str(gate)})
+        start_call_and_hang_up(process, "threaded_write", {"name": "g.md", "gate": str(gate)},
+                               cancel_first=cancel_first)
         await until(lambda: the_call(sink, "threaded_write") != [])
         gate.write_text("go")  # the worker thread reads it, writes g.md and returns: the answer reaches nobody
         await until(lambda: any(span.name == "tool.ghost_response" for span in sink.spans))
@@ -117,7 +130,8 @@ async def test_a_handler_that_finishes_after_its_caller_left_is_a_ghost_under_th
     (ghost,) = [span for span in sink.spans if span.name == "tool.ghost_response"]
     assert (ghost.scope, ghost.kind, ghost.trace_id, ghost.parent_span_id) == (
         SCOPE, "INTERNAL", span.trace_id, span.span_id)
-    facts = {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown", "tool.ghost_kind": "caller_gone"}
+    kind, why = ("suppressed", "the caller cancelled") if cancel_first else ("caller_gone", "caller was gone")
+    facts = {"tool.handler_outcome": "ok", "tool.ghost_risk": "unknown", "tool.ghost_kind": kind}
     assert ghost.attributes == {"gen_ai.tool.name": "threaded_write", "jsonrpc.request.id": "1", **facts}
     assert ghost.events == [("tool.ghost_response", facts)]
     (counted,) = sink.latest_points("tool.ghost_responses")
@@ -125,7 +139,7 @@ async def test_a_handler_that_finishes_after_its_caller_left_is_a_ghost_under_th
                                                    "gen_ai.tool.name": "threaded_write", **facts}, 1)
     (line,) = [log for log in sink.logs if log.body.startswith(GHOST_LINE_PREFIX)]
     assert (line.severity_text, line.trace_id, line.span_id) == ("WARN", span.trace_id, ghost.span_id)
-    assert "tool 'threaded_write'" in line.body and "request id 1" in line.body and "caller was gone" in line.body
+    assert "tool 'threaded_write'" in line.body and "request id 1" in line.body and why in line.body
     # Still one call: its span, and its one duration point.
     assert tool_points(sink, "threaded_write") == {"cancelled": 1}
 

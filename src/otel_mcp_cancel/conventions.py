@@ -20,7 +20,7 @@ TOOL_GHOST_RISK = "tool.ghost_risk"
 # On a ghost's own span (one found after its call's span was decided): how its answer was lost.
 TOOL_GHOST_KIND = "tool.ghost_kind"  # on every ghost, its span, its event, its point and its WARNING
 GHOST_KIND_SUPPRESSED = "suppressed"  # cancelled while running, its handler finished: its answer was not written
-GHOST_KIND_CALLER_GONE = "caller_gone"  # concluded cancelled as its caller left; its handler finished after
+GHOST_KIND_CALLER_GONE = "caller_gone"  # its caller left without cancelling; its handler finished after
 GHOST_KIND_CROSSED = "crossed"  # answered, and its caller's cancel, sent before the answer arrived, read after
 GHOST_KIND_LATE_ANSWER = "late_answer"  # a client's: the server's answer came after the client gave up on the call
 # A task's work done, its caller believing it was not:

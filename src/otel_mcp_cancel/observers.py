@@ -31,8 +31,14 @@ from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
 Observer = tuple[str, Callable[[RequestRecord, Verdict], None]]
 
-# Why a ghost's answer reached nobody, as its WARNING says.
-CALLER_GONE = "its caller was gone (hung up, or closed its end of the pipe)"
+
+
+def suppressed_kind(record: RequestRecord) -> tuple[str, str]:
+    """A cancelled call's ghost: its kind, and why its answer reached nobody, as its WARNING says. The first cause
+    names it: a caller that cancelled and then hung up was told `cancelled` before it left."""
+    if record.left_uncancelled:
+        return GHOST_KIND_CALLER_GONE, "its caller was gone (hung up, or closed its end of the pipe)"
+    return GHOST_KIND_SUPPRESSED, "the caller cancelled"
 
 
 def session_requests(record: RequestRecord, verdict: Verdict) -> None:
@@ -57,8 +63,7 @@ def suppressed_ghosts(ghosts: GhostEmitter) -> Observer:
     def observe(record: RequestRecord, verdict: Verdict) -> None:
         handler_outcome = verdict.ghost_handler_outcome
         if handler_outcome is not None:
-            kind, why = ((GHOST_KIND_CALLER_GONE, CALLER_GONE) if record.caller_gone
-                         else (GHOST_KIND_SUPPRESSED, "the caller cancelled"))
+            kind, why = suppressed_kind(record)
             ghosts.emit(ghosts.subject(record), handler_outcome, kind, why, on=record.span, scope=record.session)
         if record.write_interrupted:
             record.span.add_event(EVENT_RESPONSE_WRITE_INTERRUPTED)

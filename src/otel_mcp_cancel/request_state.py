@@ -20,7 +20,7 @@ from opentelemetry.trace import Span
 
 from otel_mcp_cancel.attributes import metric_attributes
 from otel_mcp_cancel.conventions import OTHER
-from otel_mcp_cancel.outcome import Answer, HandlerEnd
+from otel_mcp_cancel.outcome import Answer, AnswerKind, HandlerEnd
 from otel_mcp_cancel.session_telemetry import SessionRecord
 
 
@@ -52,6 +52,7 @@ class RequestRecord:
     result: Any = None  # the answer's result as the hook saw it; recorded only if content capture is on
     cancelled: bool = False
     caller_gone: bool = False  # its caller's stream ended before any answer was written: none written later reaches it
+    left_uncancelled: bool = False  # and it had not cancelled first: its leaving, not a cancel, suppressed the answer
     # Concluded as its caller left, while its handler ran on (a stdio server about to be stopped): its handler's
     # end, if it comes, is reported after (`ServerTelemetry.handler_ended_late`).
     concluded_early: bool = False
@@ -135,6 +136,7 @@ class RequestRecord:
         after that reaches nobody, or (a client's) is only the closing connection's error."""
         if self.answer is None:
             self.caller_gone = True
+            self.left_uncancelled = self.left_uncancelled or not self.cancelled
             self.note_cancel(reason)
 
     def note_undelivered(self) -> None:
@@ -228,8 +230,12 @@ class LiveRequests:
 
     def callers_gone(self, session: object) -> list[RequestRecord]:
         """The stream of `session` (a request's `session`) ended: its requests still in flight lost their caller.
-        Returns those that had no answer yet."""
-        return self.caller_gone_of(lambda record: record.session is session)
+        Returns those whose caller was told nothing but `cancelled`: no answer yet, or (mcp 1.x) only a cancel's
+        acknowledgement, its handler running on."""
+        gone = self.caller_gone_of(lambda record: record.session is session)
+        acknowledged = [record for record in list(self._records.values()) if record.session is session
+                        and record.answer is not None and record.answer.kind is AnswerKind.CANCEL_ACK]
+        return gone + acknowledged
 
     def caller_gone_of(self, matches: Callable[[RequestRecord], bool]) -> list[RequestRecord]:
         """The caller of each request in flight that `matches` hung up; returns those that had no answer yet."""

@@ -17,7 +17,6 @@ from otel_mcp_cancel import observers, stdio_wire, tool_registry
 from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping, request_fields, span_name
 from otel_mcp_cancel.conventions import (
     EVENT_CANCEL_RECEIVED,
-    GHOST_KIND_CALLER_GONE,
     GHOST_KIND_CROSSED,
     MCP_METHOD_NAME,
     NOTIFICATIONS_CANCELLED,
@@ -31,7 +30,7 @@ from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.flushing import Delivery, Flusher
 from otel_mcp_cancel.ghost_reporting import GhostEmitter, GhostSubject, called_tool
 from otel_mcp_cancel.instruments import Instruments
-from otel_mcp_cancel.observers import CALLER_GONE
+from otel_mcp_cancel.observers import suppressed_kind
 from otel_mcp_cancel.outcome import AnswerKind, suppressed
 from otel_mcp_cancel.request_state import RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
@@ -131,8 +130,7 @@ class ServerTelemetry(RequestTelemetry):
         with contained("reporting a ghost"):
             ghost = suppressed(record.handler)
             if ghost is not None:
-                self.ghosts.emit(self.ghosts.subject(record), ghost, GHOST_KIND_CALLER_GONE, CALLER_GONE,
-                                 scope=record.session)
+                self.ghosts.emit(self.ghosts.subject(record), ghost, *suppressed_kind(record), scope=record.session)
                 self.delivery.before_kill()
 
     def process_ending(self) -> None:
