@@ -1,5 +1,6 @@
 """A stock high-level server (MCPServer on 2.x, FastMCP on 1.x; standalone FastMCP when GATED_FRAMEWORK is
-`fastmcp`) with no telemetry code, run as a subprocess under `opentelemetry-instrument`.
+`fastmcp`, the SDK's low-level Server when it is `lowlevel`, stdio only) with no telemetry code, run as a
+subprocess under `opentelemetry-instrument`.
 
 Writes are gated inside the server so a test can order a race through the
 protocol itself: `wait_started` returns once a write has begun, `release` lets
@@ -36,6 +37,12 @@ if os.environ.get("GATED_FRAMEWORK") == "fastmcp":
 
     server = Standalone("gated-notes")
     network = {"host": "127.0.0.1", "port": port}
+elif os.environ.get("GATED_FRAMEWORK") == "lowlevel":  # the SDK's low-level Server, its handlers by hand (stdio)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.lowlevel_framework import LowLevelApp
+
+    server = LowLevelApp("gated-notes")
+    network = {}
 else:
     try:
         from mcp.server.mcpserver import MCPServer

@@ -72,15 +72,15 @@ def require_debian_binary(binary: str) -> str:
 
 
 def stdio_gated_server(vault: Path, endpoint: str, framework: str = "sdk") -> subprocess.Popen:
-    """The gated server over stdio (`framework`: `sdk` or `fastmcp`) under `opentelemetry-instrument`, exporting
-    traces, metrics and logs to `endpoint` only as the plugin delivers them or the process exits (no export
+    """The gated server over stdio (`framework`: `sdk`, `lowlevel` or `fastmcp`) under `opentelemetry-instrument`,
+    exporting traces, metrics and logs to `endpoint` only as the plugin delivers them or the process exits (no export
     schedule runs during a test), after its `initialize`."""
     environment = {**os.environ, **exporter_environment(endpoint), "OTEL_LOGS_EXPORTER": "otlp_proto_http",
                    "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true",
                    "OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_METRIC_EXPORT_INTERVAL": "60000",
                    "OTEL_BLRP_SCHEDULE_DELAY": "60000"}
-    if framework == "fastmcp":
-        environment["GATED_FRAMEWORK"] = "fastmcp"
+    if framework != "sdk":
+        environment["GATED_FRAMEWORK"] = framework
     process = subprocess.Popen(instrumented_command(vault), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, env=environment, text=True)
     send_line(process, {"id": 0, "method": "initialize", "params": {

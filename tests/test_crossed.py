@@ -21,7 +21,9 @@ from tests.support import GHOST_LINE_PREFIX, until
 pytestmark = pytest.mark.anyio
 
 SCOPE = "otel_mcp_cancel"
-FRAMEWORKS = ["sdk", *(["fastmcp"] if FASTMCP_MAJOR is not None else [])]
+# The low-level Server's tools are known by its tools/list answer alone: its caller lists them first, as the SDK's
+# client does, and every ghost names the tool as the call's own span does.
+FRAMEWORKS = ["sdk", "lowlevel", *(["fastmcp"] if FASTMCP_MAJOR is not None else [])]
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -32,6 +34,9 @@ async def test_a_cancel_read_after_the_answer_was_written_is_a_crossed_ghost_and
     os.mkfifo(gate)
     process = stdio_gated_server(tmp_path, sink.endpoint, framework)
     try:
+        if framework == "lowlevel":
+            send_line(process, {"id": 0, "method": "tools/list", "params": {}})
+            assert "blocking_insert" in process.stdout.readline()
         send_line(process, {"id": 1, "method": "tools/call",
                             "params": {"name": "blocking_insert", "arguments": {"row": "r"}}})
         await until(lambda: (tmp_path / "blocking").exists())  # its loop is blocked from here
@@ -63,6 +68,7 @@ async def test_a_cancel_read_after_the_answer_was_written_is_a_crossed_ghost_and
     (line,) = [log for log in sink.logs if str(log.body).startswith(GHOST_LINE_PREFIX)]
     assert (line.trace_id, line.span_id) == (ghost.trace_id, ghost.span_id)
     assert "tool 'blocking_insert'" in line.body and "request id 1" in line.body and "crossed" in line.body
+    assert line.attributes["gen_ai.tool.name"] == "blocking_insert"
     # The retry: marked, linked to the ghost, counted.
     retry = calls["2"]
     assert (retry.attributes["tool.outcome"], retry.attributes["tool.retried_ghost_risk"]) == ("ok", "unsafe")

@@ -56,7 +56,10 @@ class GhostSubject(NamedTuple):
     request_id: object
     task_id: str | None
     call: SpanContext  # the call's span: a ghost found after it ended is a child of it
-    risk: str | None  # a server's: how dangerous a repeat is, from the tool's annotations; a client does not guess
+    # A server's: where its tool's annotations are read from, the risk of a repeat judged as a ghost is found (most
+    # calls are none): the framework's own annotations object, and the server whose listed tools hold them. A
+    # client does not guess.
+    risk_from: tuple[Any, Any] | None
     retry_key: CallKey | None  # a server's tools/call: the tool and a digest of its arguments, for its retries
     cancel_reason: str | None = None  # a client's own reason for giving up (timeout | caller)
 
@@ -74,16 +77,11 @@ class GhostEmitter:
         """A server's call, as its ghost is reported: read after the request was resolved (its tool's name is
         then known to be served or not)."""
         tool = called_tool(record)
-        try:
-            risk = ghost_risk(record.method, self._annotations(record, tool))
-        except Exception:  # a failing lookup costs only the risk
-            fault("judging a ghost's risk")
-            risk = GHOST_RISK_UNKNOWN
         retries = self.retries
         key = retries.key_of(tool, tool_arguments(record.params)) if retries is not None and tool else None
         tool_label = None if tool is None else _tool_label(record, tool)
         return GhostSubject(record.method, tool, tool_label, _bounded_id(record.request_id), record.task_id,
-                            record.span.get_span_context(), risk, key)
+                            record.span.get_span_context(), (record.registered_annotations, record.server), key)
 
     @staticmethod
     def client_subject(record: RequestRecord) -> GhostSubject:
@@ -98,8 +96,9 @@ class GhostEmitter:
         (the call's open span, or a task's), or else on a `tool.ghost_response` span under the call's; counted,
         logged, and (with the session it came in, `scope`) remembered for its retries."""
         with contained("reporting a ghost"):
+            risk = self._risk(subject)
             if on is not None:
-                self._emit(subject, handler_outcome, kind, why, on, scope)
+                self._emit(subject, risk, handler_outcome, kind, why, on, scope)
                 return
             attributes: dict[str, Any] = {TOOL_GHOST_KIND: kind}
             if subject.tool_label is not None:
@@ -111,15 +110,15 @@ class GhostEmitter:
                                            context=trace.set_span_in_context(trace.NonRecordingSpan(subject.call)),
                                            kind=SpanKind.INTERNAL, attributes=attributes)
             try:
-                self._emit(subject, handler_outcome, kind, why, span, scope)
+                self._emit(subject, risk, handler_outcome, kind, why, span, scope)
             finally:
                 span.end()
 
-    def _emit(self, subject: GhostSubject, handler_outcome: str, kind: str, why: str, span: Span,
+    def _emit(self, subject: GhostSubject, risk: str | None, handler_outcome: str, kind: str, why: str, span: Span,
               scope: object) -> None:
         ghost = {TOOL_HANDLER_OUTCOME: handler_outcome, TOOL_GHOST_KIND: kind}
-        if subject.risk is not None:
-            ghost[TOOL_GHOST_RISK] = subject.risk
+        if risk is not None:
+            ghost[TOOL_GHOST_RISK] = risk
         if subject.cancel_reason is not None:
             ghost[TOOL_CANCEL_REASON] = subject.cancel_reason
         # Attributes as well as the event: many stores and spanmetrics index attributes only.
@@ -136,11 +135,11 @@ class GhostEmitter:
             facts[MCP_TASK_ID] = subject.task_id
         # Logged in the ghost span's context: an OTLP log record carries its trace and span ids.
         with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-            logger.warning(_message(subject, handler_outcome, kind, why), extra=facts)
-        if subject.risk is not None:
-            LEDGER.record(subject.tool, subject.risk)
+            logger.warning(_message(subject, risk, handler_outcome, kind, why), extra=facts)
+        if risk is not None:
+            LEDGER.record(subject.tool, risk)
         if self.retries is not None and subject.retry_key is not None and scope is not None:
-            self.retries.remember(scope, subject.retry_key, span.get_span_context(), subject.risk or "",
+            self.retries.remember(scope, subject.retry_key, span.get_span_context(), risk or "",
                                   subject.call.span_id)
 
     def fingerprint(self, record: RequestRecord, span: Span) -> None:
@@ -174,11 +173,19 @@ class GhostEmitter:
                 self._retried.add(1, attributes)
 
     @staticmethod
-    def _annotations(record: RequestRecord, tool: str | None) -> Mapping[str, Any] | None:
-        annotations: Mapping[str, Any] | None = risk_hints(record.registered_annotations)
-        if annotations is None and record.server is not None:
-            annotations = tool_registry.listed_annotations(record.server, tool)
-        return annotations
+    def _risk(subject: GhostSubject) -> str | None:
+        """How dangerous a repeat of a server's ghost is, from its tool's annotations; None for a client's."""
+        if subject.risk_from is None:
+            return None
+        registered, server = subject.risk_from
+        try:
+            annotations: Mapping[str, Any] | None = risk_hints(registered)
+            if annotations is None and server is not None:
+                annotations = tool_registry.listed_annotations(server, subject.tool)
+            return ghost_risk(subject.method, annotations)
+        except Exception:  # a failing lookup costs only the risk
+            fault("judging a ghost's risk")
+            return GHOST_RISK_UNKNOWN
 
 
 # The hints a ghost's risk is read from, by their names on the wire and as mcp 2.x's models name them.
@@ -195,7 +202,7 @@ def risk_hints(annotations: Any) -> dict[str, Any] | None:
     return {camel: values.get(snake, values.get(camel)) for camel, snake in _HINTS}
 
 
-def _message(subject: GhostSubject, handler_outcome: str, kind: str, why: str) -> str:
+def _message(subject: GhostSubject, risk: str | None, handler_outcome: str, kind: str, why: str) -> str:
     tool = f" tool {subject.tool!r}" if subject.tool is not None else ""
     if kind == GHOST_KIND_LATE_ANSWER:
         return (f"{GHOST_LOG_PREFIX}: {handler_outcome} answer of {subject.method}{tool} (request id "
@@ -203,7 +210,7 @@ def _message(subject: GhostSubject, handler_outcome: str, kind: str, why: str) -
                 "the server did the work its caller was told was cancelled")
     task = f", task {subject.task_id}" if subject.task_id is not None else ""
     return (f"{GHOST_LOG_PREFIX}: {handler_outcome} answer of {subject.method}{tool} (request id "
-            f"{subject.request_id!r}{task}, ghost risk {subject.risk}) was suppressed because {why}; "
+            f"{subject.request_id!r}{task}, ghost risk {risk}) was suppressed because {why}; "
             "its side effects happened")
 
 

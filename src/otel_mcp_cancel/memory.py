@@ -26,7 +26,7 @@ Value = TypeVar("Value")
 class Memory(Generic[Value]):
     def __init__(self, per_scope: int, total: int, max_age: float, clock: Callable[[], float] | None = None) -> None:
         self.per_scope, self.total, self.max_age = per_scope, total, max_age
-        self._clock = clock or _now
+        self._clock = clock  # None: time.monotonic, looked up as it is asked
         self._lock = threading.Lock()
         # Every entry, oldest first: (scope id, key) -> (value, when written).
         self._entries: OrderedDict[tuple[int, Hashable], tuple[Value, float]] = OrderedDict()
@@ -37,17 +37,24 @@ class Memory(Generic[Value]):
         # wherever the collector does (under this lock, perhaps), and a new scope may take a collected one's id.
         self._collected: list[int] = []
 
+    def _now(self) -> float:
+        return time.monotonic() if self._clock is None else self._clock()
+
     @property
     def held(self) -> bool:
         """Whether anything is held: read without the lock, so that a caller with nothing to match need not look."""
         return bool(self._entries)
 
     def put(self, scope: object, key: Hashable, value: Value) -> None:
-        scope_id = _id(scope)
-        now = self._clock()
+        # Once per answered call, or more: the common case (nothing due, a scope already held) calls nothing more.
+        scope_id = 0 if scope is None else id(scope)
+        now = time.monotonic() if self._clock is None else self._clock()
+        entries = self._entries
         with self._lock:
-            self._settle(now)
-            keys = self._keys_of(scope, scope_id)
+            if self._collected or (entries and next(iter(entries.values()))[1] < now - self.max_age):
+                self._settle(now)
+            held = self._scopes.get(scope_id)
+            keys = held[0] if held is not None else self._keys_of(scope, scope_id)
             entry = (scope_id, key)
             if entry in self._entries:
                 del self._entries[entry]
@@ -70,7 +77,7 @@ class Memory(Generic[Value]):
     def forget(self, scope: object) -> None:
         """`scope` ended: nothing of it is asked for again."""
         with self._lock:
-            self._settle(self._clock())
+            self._settle(self._now())
             self._forget(_id(scope))
 
     def clear(self) -> None:
@@ -80,13 +87,13 @@ class Memory(Generic[Value]):
 
     def __len__(self) -> int:
         with self._lock:
-            self._settle(self._clock())
+            self._settle(self._now())
             return len(self._entries)
 
     def scopes(self) -> int:
         """How many scopes hold anything (what a test asserts drops to zero)."""
         with self._lock:
-            self._settle(self._clock())
+            self._settle(self._now())
             return len(self._scopes)
 
     def _find(self, scope: object, key: Hashable, *, take: bool) -> Value | None:
@@ -94,7 +101,7 @@ class Memory(Generic[Value]):
             return None
         entry = (_id(scope), key)
         with self._lock:
-            self._settle(self._clock())
+            self._settle(self._now())
             found = self._entries.get(entry)
             if found is not None and take:
                 self._drop(entry)
@@ -136,10 +143,6 @@ class Memory(Generic[Value]):
         if held is not None:
             for key in list(held[0]):
                 self._drop((scope_id, key))
-
-
-def _now() -> float:
-    return time.monotonic()
 
 
 def _id(scope: object) -> int:
