@@ -5,8 +5,9 @@ pays it on every call.
     python benchmarks/startup.py --rounds 40     # more rounds
     python benchmarks/startup.py --smoke         # 2 rounds: checks that it works, measures nothing
 
-Three modes, each a fresh process of the same stdio server (benchmarks/startup_server.py: the SDK's FastMCP on mcp
-1.x, MCPServer on 2.x), exporters off so that no export is timed:
+Each server installed is measured: the SDK's own (benchmarks/startup_server.py: FastMCP on mcp 1.x, MCPServer on
+2.x) and, where it is installed, standalone FastMCP's (the same server on `fastmcp.FastMCP`). Three modes, each a
+fresh process of the same stdio server, exporters off so that no export is timed:
 - `plain`: `python startup_server.py`;
 - `sdk`: `opentelemetry-instrument python startup_server.py` with this plugin disabled
   (`OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=mcp_cancel`): the distro, the SDK and any other instrumentation;
@@ -15,10 +16,11 @@ Rounds interleave the modes (their order turned each round), after a warm-up tha
 user's install has. The plugin's share is `plugin - sdk`, paired round by round, of the wall time and of the
 server process's CPU time (less noisy on a shared machine): its median and a bootstrap 95% interval.
 
-Then, in one more process under `opentelemetry-instrument` with the plugin disabled (so the distro's own imports
-are done, as when it loads the plugin) that has imported what the server imports, where the plugin's share goes:
-importing `otel_mcp_cancel`, its `instrument()`, and the modules they import that the server would not, by
-package (`-X importtime`, self times).
+Then, for each server, in one more process under `opentelemetry-instrument` with the plugin disabled (so the
+distro's own imports are done, as when it loads the plugin) that has imported what the server imports, where the
+plugin's share goes: importing `otel_mcp_cancel`, its `instrument()`, and the modules they import that the server
+would not, by package (`-X importtime`, self times). A FastMCP server that never calls out imports no FastMCP
+client: the plugin's hooks for it wait for that import.
 """
 
 from __future__ import annotations
@@ -58,12 +60,13 @@ print(f"{{1000 * (imported - started):.1f}} {{1000 * (done - imported):.1f}}")
 """
 
 
-def environment(mode: str) -> dict[str, str]:
+def environment(mode: str, framework: str) -> dict[str, str]:
     # Bytecode caches written, as a user's install has them (pip compiles what it installs; an editable checkout
     # compiles on the first run, which the warm-up makes), so that no mode's time is spent compiling.
     settings = {name: value for name, value in os.environ.items()
                 if not name.startswith("OTEL_") and name != "PYTHONDONTWRITEBYTECODE"}
-    settings.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none")
+    settings.update(OTEL_TRACES_EXPORTER="none", OTEL_METRICS_EXPORTER="none", OTEL_LOGS_EXPORTER="none",
+                    STARTUP_FRAMEWORK=framework)
     if mode == "sdk":
         settings["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] = "mcp_cancel"
     return settings
@@ -74,11 +77,11 @@ def command(mode: str, *program: str) -> list[str]:
     return [*(() if mode == "plain" else (instrument,)), sys.executable, *program]
 
 
-def spawn_to_initialized(mode: str) -> tuple[float, float]:
+def spawn_to_initialized(mode: str, framework: str) -> tuple[float, float]:
     """Milliseconds from spawning the server to reading its answer to `initialize`, and the CPU time the server's
     process spent in all (its start-up, that answer and its exit once its stdin closed)."""
     started = time.perf_counter()
-    process = subprocess.Popen(command(mode, str(SERVER)), env=environment(mode), stdin=subprocess.PIPE,
+    process = subprocess.Popen(command(mode, str(SERVER)), env=environment(mode, framework), stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         process.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
@@ -100,9 +103,9 @@ def interval(differences: list[float], draws: int = 2000) -> tuple[float, float]
     return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
 
 
-def breakdown() -> tuple[float, float, dict[str, float], dict[str, int]]:
+def breakdown(framework: str) -> tuple[float, float, dict[str, float], dict[str, int]]:
     """(import ms, instrument() ms, self ms by module or package, modules by package) of the plugin's load."""
-    done = subprocess.run(command("sdk", "-X", "importtime", "-c", BREAKDOWN), env=environment("sdk"),
+    done = subprocess.run(command("sdk", "-X", "importtime", "-c", BREAKDOWN), env=environment("sdk", framework),
                           capture_output=True, text=True, timeout=120, check=True)
     imported, instrumented = map(float, done.stdout.split())
     log = done.stderr.split(BEGIN, 1)[1].split(END, 1)[0]
@@ -124,16 +127,25 @@ def main() -> None:
     rounds = 2 if options.smoke else options.rounds
 
     import importlib.metadata
+    import importlib.util
 
     print(f"mcp {importlib.metadata.version('mcp')}, Python {sys.version.split()[0]}, "
           f"opentelemetry-sdk {importlib.metadata.version('opentelemetry-sdk')}; {rounds} rounds")
+    frameworks = ["sdk", *(["fastmcp"] if importlib.util.find_spec("fastmcp") is not None else [])]
+    for framework in frameworks:
+        print(f"\n## {'the SDK' if framework == 'sdk' else 'standalone FastMCP'}'s server"
+              + (f" (fastmcp {importlib.metadata.version('fastmcp')})" if framework == "fastmcp" else ""))
+        measure(framework, rounds)
+
+
+def measure(framework: str, rounds: int) -> None:
     for mode in MODES:  # a warm-up: bytecode caches written
-        spawn_to_initialized(mode)
+        spawn_to_initialized(mode, framework)
     wall: dict[str, list[float]] = {mode: [] for mode in MODES}
     cpu: dict[str, list[float]] = {mode: [] for mode in MODES}
     for round_number in range(rounds):
         for mode in MODES[round_number % 3:] + MODES[:round_number % 3]:
-            elapsed, spent = spawn_to_initialized(mode)
+            elapsed, spent = spawn_to_initialized(mode, framework)
             wall[mode].append(elapsed)
             cpu[mode].append(spent)
     print("\nspawn to the first initialize answer over stdio (wall), and the server process's CPU time, ms "
@@ -147,7 +159,7 @@ def main() -> None:
         print(f"the plugin's share of the {name} time (plugin - sdk, paired by round): "
               f"{statistics.median(shares):.1f} ms (95% interval {low:.1f} to {high:.1f})")
 
-    imported, instrumented, by_module, modules = breakdown()
+    imported, instrumented, by_module, modules = breakdown(framework)
     print(f"\nwhere it goes, in one process: import otel_mcp_cancel {imported:.1f} ms, instrument() "
           f"{instrumented:.1f} ms; the modules they import, by package: "
           + ", ".join(f"{package} {count}" for package, count in sorted(modules.items(), key=lambda kv: -kv[1])))

@@ -1,12 +1,17 @@
 """The server benchmarks/startup.py starts: one tool, over stdio, on the SDK's own high-level server (FastMCP on
-mcp 1.x, MCPServer on 2.x), with no telemetry code."""
+mcp 1.x, MCPServer on 2.x), or standalone FastMCP when STARTUP_FRAMEWORK is `fastmcp`, with no telemetry code."""
 
 from __future__ import annotations
 
-try:
-    from mcp.server.mcpserver import MCPServer as Server
-except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import FastMCP as Server
+import os
+
+if os.environ.get("STARTUP_FRAMEWORK") == "fastmcp":
+    from fastmcp import FastMCP as Server
+else:
+    try:
+        from mcp.server.mcpserver import MCPServer as Server
+    except ImportError:  # mcp 1.x
+        from mcp.server.fastmcp import FastMCP as Server
 
 server = Server("startup")
 

@@ -197,8 +197,8 @@ def _fastmcp_hook_makers() -> list[tuple[str, Callable[[Any], Any], str]]:
     major = int(version.split(".")[0])
     server = "otel_mcp_cancel.hooks.fastmcp_server"
     makers = [(SERVER, _made(server, "FastMCPServerHooks", major=major), "fastmcp")]
-    if major >= 3:
-        makers.append((CLIENT, _made(server, "FastMCPClientHooks", major=major), "fastmcp"))
+    if major >= 3:  # as its client is imported: a server that never calls out never imports that stack
+        makers.append((CLIENT, _made(server, "FastMCPClientHooks", major=major), "fastmcp.client"))
     # Task engines, all on Docket: FastMCP 4's extension package (the 2026-07-28 tasks extension), and
     # FastMCP 2.x's and 3.x's own `task=True` with its optional Docket, hooked as Docket is imported.
     engine, trigger = (TASKS_EXTENSION, TASKS_EXTENSION) if major >= 4 else ("fastmcp", "docket")
