@@ -1,7 +1,8 @@
 """A stdio server stopped the way MCP hosts stop one (the SDK's client, the TypeScript SDK's): its stdin closed,
 then SIGTERM 2 s later if it is still running. The call in flight when its caller left is concluded then, as
-`cancelled`, and exported before the signal kills the process: a sync tool in a worker thread, blocking work an
-async tool hands to a thread, and an async tool, on the SDK's server and standalone FastMCP, on each line. A
+`cancelled`, and exported with the session's duration point before the signal kills the process: a sync tool in
+a worker thread, blocking work an async tool hands to a thread, and an async tool, on the SDK's server and
+standalone FastMCP, on each line. A
 handler that ends after that is a ghost on a span of its own under the call's, counted, with its WARNING in that
 span's trace. And the serving process keeps SIGTERM at its default and anyio's classes as they are.
 
@@ -86,7 +87,8 @@ async def test_the_call_in_flight_when_the_host_stops_the_server_is_exported_as_
     process = stdio_gated_server(tmp_path, sink.endpoint, framework)
     try:
         start_call_and_hang_up(process, tool, {"text": "x"} if tool == "slow" else {"name": "never.md"})
-        await until(lambda: the_call(sink, tool) != [] and tool_points(sink, tool) != {})
+        await until(lambda: the_call(sink, tool) != [] and tool_points(sink, tool) != {}
+                    and sink.latest_points("mcp.server.session.duration") != [])
         # A handler nothing interrupts keeps the process alive: only the host's SIGTERM ends it, after this.
         uninterruptible = tool != "slow" or MCP_MAJOR == 1  # 1.x lets its handlers run on when the caller leaves
         if uninterruptible:
@@ -97,6 +99,9 @@ async def test_the_call_in_flight_when_the_host_stops_the_server_is_exported_as_
     (span,) = the_call(sink, tool)
     assert_cancelled_as_its_caller_left(span)
     assert tool_points(sink, tool) == {"cancelled": 1}
+    # The session ended as its caller hung up, normally (no error.type): measured then, once, before the kill.
+    (session,) = sink.latest_points("mcp.server.session.duration")
+    assert (session.attributes, session.value) == ({"mcp.protocol.version": "2025-06-18"}, 1)
     assert not (tmp_path / "never.md").exists()
     if uninterruptible:
         assert process.returncode == -signal.SIGTERM  # killed, as the host kills it: what was exported is all

@@ -112,8 +112,8 @@ class ServerTelemetry(RequestTelemetry):
         while the session may serve on (the SDK's task group waits for task work and for handlers it cannot
         interrupt; FastMCP 2.14 keeps serving): for its tasks, it has ended. Over stdio, that caller was the
         process's only one, every task's result is out of reach, and the host kills the process soon (the
-        SDK's client 2 s later): each call in flight is concluded now, as its caller gave up, and what is concluded
-        is exported before then unless the process exits first."""
+        SDK's client 2 s later): each call in flight is concluded now, as its caller gave up, the session is measured
+        as ended, and what is concluded is exported before then unless the process exits first."""
         if session is not None:
             self.tasks.session_ended(session, every_task=session.over_stdio)
         if not over_stdio:
@@ -122,6 +122,8 @@ class ServerTelemetry(RequestTelemetry):
             if not record.concluded_early:
                 record.concluded_early = True
                 self.conclude_later(record)
+        if session is not None:
+            self.sessions.measure(session)
         self.delivery.before_kill()
 
     def handler_ended_late(self, record: RequestRecord) -> None:

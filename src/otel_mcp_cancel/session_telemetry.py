@@ -45,6 +45,7 @@ class SessionRecord:
     over_http: bool = False  # it runs over HTTP (a server learns it from its requests)
     over_stdio: bool = False  # a server's, over its process's stdin and stdout: its caller's end is the process's
     server: dict[str, Any] = field(default_factory=dict)  # a client's: the server's address and port
+    measured: bool = False  # its duration point is recorded (a stdio server's, as its caller hung up)
 
 
 class LiveSessions:
@@ -141,13 +142,20 @@ class SessionTelemetry:
         """Measured once, if it was a session; an `Exception` that ended it is its `error.type` (a cancel, a
         shutdown, is a normal end)."""
         LIVE_SESSIONS.discard(record)
-        with contained("measuring a session"):
-            if has_sessions(record.protocol_version):
-                ended_by = error if isinstance(error, Exception) else None
-                self._duration.record(time.perf_counter() - record.started, session_attributes(record, ended_by))
+        self.measure(record, error if isinstance(error, Exception) else None)
         if self._on_close is not None:
             with contained("ending a session's tasks"):
                 self._on_close(record)
+
+    def measure(self, record: SessionRecord, error: Exception | None = None) -> None:
+        """Its duration point, once: as it ends, or earlier, as a stdio server's caller hangs up (its host kills
+        such a server soon after; the session ended then, as it would have if the server had exited by itself)."""
+        if record.measured:
+            return
+        record.measured = True
+        with contained("measuring a session"):
+            if has_sessions(record.protocol_version):
+                self._duration.record(time.perf_counter() - record.started, session_attributes(record, error))
 
     @contextmanager
     def session(self, read_stream: Any, over_stdio: bool = False) -> Iterator[None]:
