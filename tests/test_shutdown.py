@@ -173,3 +173,31 @@ def test_a_process_that_never_imports_mcp_keeps_sigterm_at_its_default(sink: Otl
          "import signal, sys; print(signal.getsignal(signal.SIGTERM), 'mcp' in sys.modules)"],
         env={**os.environ, **exporter_environment(sink.endpoint)}, capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == [str(signal.SIG_DFL), "False"], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+async def test_a_call_blocking_the_event_loop_when_the_host_stops_the_server_is_exported_as_cancelled(
+    sink: OtlpSink, tmp_path: Path, framework: str
+) -> None:
+    """Synchronous work inside an `async` tool (sqlite, `subprocess.run`) blocks the event loop: the server never
+    reads its stdin's end. The plugin watches the pipe itself while a stdio server serves: the call, its point and
+    the session's are exported before the host's SIGTERM, the loop still blocked (its gate, a FIFO, never opened)."""
+    os.mkfifo(tmp_path / "gate")
+    process = stdio_gated_server(tmp_path, sink.endpoint, framework)
+    try:
+        send_line(process, {"id": 1, "method": "tools/call",
+                            "params": {"name": "blocking_insert", "arguments": {"row": "r"}}})
+        await until(lambda: (tmp_path / "blocking").exists())  # its loop is blocked from here
+        process.stdin.close()
+        await until(lambda: the_call(sink, "blocking_insert") != [] and tool_points(sink, "blocking_insert") != {}
+                    and sink.latest_points("mcp.server.session.duration") != [])
+        assert process.poll() is None  # still blocked: only the host's signal ends it
+        kill_as_the_host_does(process)
+    finally:
+        process.kill()
+    (span,) = the_call(sink, "blocking_insert")
+    assert_cancelled_as_its_caller_left(span)
+    assert tool_points(sink, "blocking_insert") == {"cancelled": 1}
+    (session,) = sink.latest_points("mcp.server.session.duration")
+    assert (session.attributes, session.value) == ({"mcp.protocol.version": "2025-06-18"}, 1)
+    assert process.returncode == -signal.SIGTERM and not (tmp_path / "rows").exists()

@@ -56,6 +56,7 @@ class RequestRecord:
     # Concluded as its caller left, while its handler ran on (a stdio server about to be stopped): its handler's
     # end, if it comes, is reported after (`ServerTelemetry.handler_ended_late`).
     concluded_early: bool = False
+    concluding: bool = False  # its serving task is concluding it (a stdio request's: claimed under EARLY_CLAIMS)
     cancel_reason: str | None = None
     cancel_time_ns: int | None = None
     answer_writing: bool = False  # its answer's write began (mcp 1.x: the write's failure ends its handling)
@@ -150,6 +151,11 @@ class RequestRecord:
             self.cancelled = True
             self.cancel_reason = reason
             self.cancel_time_ns = at_ns if at_ns is not None else time.time_ns()
+
+
+# Claims a stdio request's conclusion between its serving task and a hang-up seen while the event loop was blocked
+# (`hang_up_watch`): whichever comes first concludes it.
+EARLY_CLAIMS = threading.Lock()
 
 
 class _Slot:

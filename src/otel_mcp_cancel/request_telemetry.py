@@ -47,7 +47,7 @@ from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.liveness import Recording
 from otel_mcp_cancel.observers import Observer
 from otel_mcp_cancel.outcome import Verdict, classify, classify_subscription
-from otel_mcp_cancel.request_state import CurrentRecord, RequestRecord
+from otel_mcp_cancel.request_state import EARLY_CLAIMS, CurrentRecord, RequestRecord
 from otel_mcp_cancel.round_trips import InterimAnswers
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 from otel_mcp_cancel.user_hooks import UserHooks
@@ -75,6 +75,9 @@ class Serving:
         telemetry, record = self._telemetry, self._record
         ended = False
         try:
+            if record.wire is not None:  # a hang-up seen off the event loop may be concluding it
+                with EARLY_CLAIMS:
+                    record.concluding = not record.concluded_early
             if record.concluded_early:  # its caller left while it ran: concluded then
                 ended = True
                 telemetry.handler_ended_late(record)

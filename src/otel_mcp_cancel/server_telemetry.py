@@ -32,7 +32,7 @@ from otel_mcp_cancel.ghost_reporting import GhostEmitter, GhostSubject, called_t
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.observers import suppressed_kind
 from otel_mcp_cancel.outcome import AnswerKind, suppressed
-from otel_mcp_cancel.request_state import RequestRecord, current_record
+from otel_mcp_cancel.request_state import EARLY_CLAIMS, LIVE, RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
 from otel_mcp_cancel.session_telemetry import SessionRecord, SessionTelemetry
@@ -118,13 +118,24 @@ class ServerTelemetry(RequestTelemetry):
             self.tasks.session_ended(session, every_task=session.over_stdio)
         if not over_stdio:
             return
-        for record in gone:
-            if not record.concluded_early:
+        with EARLY_CLAIMS:
+            claimed = [record for record in gone if not (record.concluded_early or record.concluding)]
+            for record in claimed:
                 record.concluded_early = True
-                self.conclude_later(record)
+        for record in claimed:
+            self.conclude_later(record)
         if session is not None:
             self.sessions.measure(session)
         self.delivery.before_kill()
+
+    def stdin_hung_up(self, wire: object) -> None:
+        """A stdio server's stdin ended and its event loop did not say so within the grace: it is blocked (a
+        handler's synchronous work). Its calls are concluded from here, as the loop would have."""
+        with contained("concluding a stdio server's calls as its caller hung up"):
+            gone = LIVE.caller_gone_of(lambda record: record.wire is wire)
+            session = next((record.in_session for record in gone if record.in_session is not None), None)
+            if session is None or not session.measured:  # else the loop saw it
+                self.hung_up(session, gone, over_stdio=True)
 
     def handler_ended_late(self, record: RequestRecord) -> None:
         """Its caller left and it was concluded cancelled while its handler ran on; the handler has now ended,

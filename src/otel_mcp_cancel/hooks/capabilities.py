@@ -9,6 +9,8 @@ HTTP_HANG_UPS = "streamable HTTP callers that hung up on one request"
 SERVED_METHODS = "methods a server serves beyond the protocol's list (an extension's), named rather than _OTHER"
 STDIO_DELIVERY = "stdio answers that never reached their caller (a failed write to stdout)"
 HTTP_APP_EXPORT = "the export as a streamable HTTP app stops (each uvicorn worker's last telemetry)"
+STDIO_HANG_UPS = ("stdio callers that hung up while a handler blocked the event loop (its calls concluded before "
+                  "the host's SIGTERM)")
 
 # Servers, mcp 2.x
 STREAM_REQUESTS = "server spans and outcomes of requests over stdio, HTTP, SSE and memory streams"

@@ -73,7 +73,7 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
             telemetry.registries.append(self.registered_tool)
 
     def reaches(self) -> list[Reach]:
-        return [self.sdk.stdio_stdout, *sdk_fastmcp.registry(self._major)]
+        return [self.sdk.stdio_stdout, self.sdk.stdio_stdin, *sdk_fastmcp.registry(self._major)]
 
     def registered_tool(self, lowlevel_server: Any, name: str) -> Any:
         """The local tool of that name of the FastMCP behind a low-level server, or None: read from its own

@@ -9,6 +9,7 @@ from typing import Any
 
 import wrapt
 
+from otel_mcp_cancel import hang_up_watch
 from otel_mcp_cancel.faults import contained, lost
 from otel_mcp_cancel.hooks.capabilities import HTTP_APP_EXPORT, STDIO_DELIVERY, TOOL_ENDS
 from otel_mcp_cancel.hooks.observations import HookSet, arg, observed, stdio_wire
@@ -86,6 +87,7 @@ class FrameworkHooks(HookSet):
             self._telemetry.serving()
             unfollow: list[Callable[[], None]] = []
 
+
             def entered(manager: Any) -> None:
                 stdout = _transport_stdout(self.sdk.stdio_stdout, manager)
                 if stdout is None:
@@ -93,6 +95,12 @@ class FrameworkHooks(HookSet):
                          "may have wrapped it); its calls are concluded as their answers are handed to the transport")
                 else:
                     unfollow.append(follow(stdout, wire))
+                # Its caller's hang-up, seen even while a handler blocks the event loop.
+                stdin_fd = _transport_stdin_fd(self.sdk.stdio_stdin, manager)
+                stop_watching = None if stdin_fd is None else hang_up_watch.watch(
+                    stdin_fd, lambda: self._telemetry.stdin_hung_up(wire))
+                if stop_watching is not None:
+                    unfollow.append(stop_watching)
 
             def left() -> None:
                 for stop in unfollow:
@@ -157,3 +165,13 @@ def _transport_stdout(local: Any, manager: Any) -> Any:
     stdout = local.of(getattr(getattr(manager, "gen", None), "ag_frame", None))
     return stdout if callable(getattr(stdout, "write", None)) and callable(getattr(stdout, "flush", None)) else None
 
+
+def _transport_stdin_fd(local: Any, manager: Any) -> int | None:
+    """The file descriptor the SDK's entered `stdio_server` reads its caller from (`local`: its `stdin`, an
+    anyio file around a text wrapper), or None."""
+    stdin = local.of(getattr(getattr(manager, "gen", None), "ag_frame", None))
+    fileno = getattr(getattr(stdin, "wrapped", None), "fileno", None)
+    try:
+        return fileno() if callable(fileno) else None
+    except (OSError, ValueError):  # detached, closed, or not a file at all
+        return None

@@ -16,6 +16,7 @@ from otel_mcp_cancel.hooks.capabilities import (
     REQUESTS_V1,
     SESSIONS,
     STDIO_DELIVERY,
+    STDIO_HANG_UPS,
     TASK_SCOPES_V1,
 )
 from otel_mcp_cancel.hooks.reach import Attribute, Local, Name, Reach
@@ -54,6 +55,8 @@ receiving_message = Local(REFUSED_V1, _receive_loop, "message")
 
 # The stdout the entered `stdio_server` writes to: a local of its suspended generator.
 stdio_stdout = Local(STDIO_DELIVERY, Name((), "mcp.server.stdio", "stdio_server"), "stdout")
+# And the stdin it reads (mcp 2.x serves from a private duplicate of fd 0, which it points at /dev/null).
+stdio_stdin = Local(STDIO_HANG_UPS, Name((), "mcp.server.stdio", "stdio_server"), "stdin")
 # 1.x's streamable HTTP helper yields its session id's getter: no local to read.
 http_client_transport = None
 
@@ -61,7 +64,8 @@ http_client_transport = None
 SERVER: list[Reach] = [types, ServerSession, SUPPORTED_PROTOCOL_VERSIONS, responder_completed, responder_entered,
                        responder_session, session_read_stream, session_write_stream, session_in_flight,
                        http_request_streams, http_event_store, http_write_stream, receiving_notification,
-                       receiving_session, receiving_message, stdio_stdout]
+                       receiving_session, receiving_message, stdio_stdout,
+                       stdio_stdin]
 CLIENT: list[Reach] = [types, ClientSession, McpError, session_write_stream, session_next_request_id]
 
 # The experimental task engine (1.23 and later), imported only where an application enables it.

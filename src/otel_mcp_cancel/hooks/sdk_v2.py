@@ -16,6 +16,7 @@ from otel_mcp_cancel.hooks.capabilities import (
     SESSIONS,
     SINGLE_EXCHANGE,
     STDIO_DELIVERY,
+    STDIO_HANG_UPS,
     STREAM_REQUESTS,
 )
 from otel_mcp_cancel.hooks.reach import Attribute, Local, Name, Reach
@@ -53,6 +54,8 @@ http_write_stream = Attribute(HTTP_HANG_UPS, _HttpTransport, "_write_stream")
 
 # The stdout the entered `stdio_server` writes to: a local of its suspended generator.
 stdio_stdout = Local(STDIO_DELIVERY, Name((), "mcp.server.stdio", "stdio_server"), "stdout")
+# And the stdin it reads (mcp 2.x serves from a private duplicate of fd 0, which it points at /dev/null).
+stdio_stdin = Local(STDIO_HANG_UPS, Name((), "mcp.server.stdio", "stdio_server"), "stdin")
 # The transport a streamable HTTP client's helper holds its session id on: a local of its suspended generator.
 http_client_transport = Local(CLIENT_SESSION_IDS, Name((), "mcp.client.streamable_http", "streamable_http_client"),
                               "transport")
@@ -60,7 +63,8 @@ http_client_transport = Local(CLIENT_SESSION_IDS, Name((), "mcp.client.streamabl
 SERVER: list[Reach] = [ServerRunner, coerce_request_id, cancelled_request_id_from_params,
                        SingleExchangeDispatchContext, handler_exception_to_error_data, MCPError, INTERNAL_ERROR,
                        REQUEST_TIMEOUT, dispatcher_read_stream, in_flight, direct_on_request, request_handlers,
-                       http_request_streams, http_event_store, http_write_stream, dispatcher_write_stream, stdio_stdout]
+                       http_request_streams, http_event_store, http_write_stream, dispatcher_write_stream, stdio_stdout,
+                       stdio_stdin]
 CLIENT: list[Reach] = [MCPError, REQUEST_TIMEOUT, ErrorData, dispatcher_write_stream, client_dispatcher,
                        http_client_transport]
 
