@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -54,7 +55,9 @@ def _settled(browser: WebDriver, read) -> str:
         readings.append(read())
         return len(readings) > 2 and readings[-1] == readings[-2] == readings[-3]
 
-    WebDriverWait(browser, PAGE_SECONDS, poll_frequency=0.5).until(same_twice)
+    # A page that re-renders while it is read leaves the reading's elements stale: that reading does not count.
+    WebDriverWait(browser, PAGE_SECONDS, poll_frequency=0.5,
+                  ignored_exceptions=(StaleElementReferenceException,)).until(same_twice)
     return readings[-1]
 
 
