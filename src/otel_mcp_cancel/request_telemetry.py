@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram, MeterProvider
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from otel_mcp_cancel.attributes import (
     bounded,
@@ -93,6 +93,15 @@ class Serving:
             otel_context.detach(self._context_token)
             if self._record_token is not None:
                 telemetry.current.reset(self._record_token)
+
+
+def ambient_link(parent: Context) -> list[Link] | None:
+    """A span parented by the trace context a request carried (`parent`) links to the context it was served in,
+    if any and not that parent itself (an HTTP server's span, say), as MCP's conventions ask."""
+    ambient = trace.get_current_span().get_span_context()
+    if not ambient.is_valid or ambient.span_id == trace.get_current_span(parent).get_span_context().span_id:
+        return None
+    return [Link(ambient)]
 
 
 def _end_span(telemetry: RequestTelemetry, record: RequestRecord) -> None:
@@ -226,9 +235,9 @@ class RequestTelemetry:
             holder = self.waiting_span() if self.spans_wait else None
             claimed = holder.claim(method) if holder is not None else None
             if claimed is None:
-                parent = self.parent_context
-                span = self.tracer.start_span(name, context=parent(fields) if parent is not None else None,
-                                               kind=self.kind, attributes=start_attributes)
+                parent = self.parent_context(fields) if self.parent_context is not None else None
+                span = self.tracer.start_span(name, context=parent, kind=self.kind, attributes=start_attributes,
+                                               links=None if parent is None else ambient_link(parent))
             else:  # another instrumentation's span, opened for this request: now ours
                 span = claimed
                 span.update_name(name)

@@ -33,7 +33,7 @@ from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.observers import suppressed_kind
 from otel_mcp_cancel.outcome import AnswerKind, suppressed
 from otel_mcp_cancel.request_state import EARLY_CLAIMS, LIVE, RequestRecord, current_record
-from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
+from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions, ambient_link
 from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
 from otel_mcp_cancel.session_telemetry import SessionRecord, SessionTelemetry
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
@@ -198,9 +198,12 @@ class ServerTelemetry(RequestTelemetry):
             if request_id is not None:
                 attributes[TOOL_CANCELLED_REQUEST_ID] = bounded(str(request_id))
             links = [Link(target)] if target is not None else []
+            parent = parent_context(request_fields(params))
+            if parent is not None:
+                links += ambient_link(parent) or []
             span = self.tracer.start_span(
                 NOTIFICATIONS_CANCELLED,
-                context=parent_context(request_fields(params)),
+                context=parent,
                 kind=SpanKind.SERVER,
                 attributes=attributes,
                 links=links,
