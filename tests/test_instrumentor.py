@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib.resources
 import importlib.util
 import json
 import logging
@@ -95,6 +96,11 @@ def test_the_ranges_admit_every_minor_to_the_next_major(specs: tuple[str, ...], 
 def test_entry_point_loads_the_instrumentor() -> None:
     (entry_point,) = entry_points(group="opentelemetry_instrumentor", name="mcp_cancel")
     assert entry_point.load() is McpCancelInstrumentor
+
+
+def test_the_installed_package_carries_its_type_marker() -> None:
+    """What was installed (CI installs the built wheel) tells type checkers the package is typed."""
+    assert (importlib.resources.files("otel_mcp_cancel") / "py.typed").is_file()
 
 
 def test_every_hook_point_of_the_installed_line_exists() -> None:
