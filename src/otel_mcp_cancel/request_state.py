@@ -158,11 +158,10 @@ class RequestRecord:
 EARLY_CLAIMS = threading.Lock()
 
 
-class _Slot:
-    __slots__ = ("record",)
-
-    def __init__(self, record: RequestRecord | None) -> None:
-        self.record = record
+# The slot a request's record is held through: a list of one, made and emptied in a bytecode each (this runs
+# for every request); and what `CurrentRecord.set` hands back to empty it with.
+Slot = list[RequestRecord | None]
+SlotHandle = tuple[contextvars.Token[Slot | None], Slot]
 
 
 class CurrentRecord:
@@ -173,19 +172,19 @@ class CurrentRecord:
     __slots__ = ("_var",)
 
     def __init__(self, name: str) -> None:
-        self._var: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(name, default=None)
+        self._var: contextvars.ContextVar[Slot | None] = contextvars.ContextVar(name, default=None)
 
     def get(self) -> RequestRecord | None:
         slot = self._var.get()
-        return slot.record if slot is not None else None
+        return slot[0] if slot is not None else None
 
-    def set(self, record: RequestRecord | None) -> tuple[contextvars.Token[_Slot | None], _Slot]:
-        slot = _Slot(record)
+    def set(self, record: RequestRecord | None) -> SlotHandle:
+        slot = [record]
         return self._var.set(slot), slot
 
-    def reset(self, handle: tuple[contextvars.Token[_Slot | None], _Slot]) -> None:
+    def reset(self, handle: SlotHandle) -> None:
         token, slot = handle
-        slot.record = None
+        slot[0] = None
         self._var.reset(token)
 
 

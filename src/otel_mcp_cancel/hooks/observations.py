@@ -175,17 +175,12 @@ def note_result(record: RequestRecord, result: object) -> None:
     record.result = result
     # Most answers are decided in one look: a wire dict (mcp 2.x's) or a plain model that names no task and no
     # interim answer.
-    plain = False
-    if type(result) is dict:
-        if record.method != TOOLS_CALL or (result.get("_meta") is None and _TASK_FIELDS.isdisjoint(result)):
-            record.note_answer(Answer.result(result.get("isError") is True))
-            plain = True
+    if type(result) is dict and (
+            record.method != TOOLS_CALL or (result.get("_meta") is None and _TASK_FIELDS.isdisjoint(result))):
+        record.note_answer(Answer.result(result.get("isError") is True))
+    elif (values := model_values(result)) is not None and (record.method != TOOLS_CALL or not _may_name_task(values)):
+        record.note_answer(Answer.result(values.get("is_error") is True or values.get("isError") is True))
     else:
-        values = model_values(result)
-        if values is not None and (record.method != TOOLS_CALL or not _may_name_task(values)):
-            record.note_answer(Answer.result(values.get("is_error") is True or values.get("isError") is True))
-            plain = True
-    if not plain:
         task = _named_task(result) if record.method == TOOLS_CALL else None
         if task is not None:
             record.task_id, record.task_ttl = task.task_id, task.ttl
