@@ -309,11 +309,19 @@ def test_fastmcp_is_hooked_whichever_distribution_provides_it(caplog) -> None:
 
 
 def test_fastmcp_installed_from_its_source_is_hooked_by_its_distributions_name(monkeypatch, caplog) -> None:
-    """An editable install (FastMCP's own checkout, as its test suite runs) lists no files: no distribution
-    claims the package, and it is found by name."""
+    """An editable install (FastMCP's own checkout, as its test suite runs) lists none of the package's files in
+    its RECORD (only its finder): no distribution claims the package, and it is found by name."""
     import otel_mcp_cancel
 
     caplog.set_level("WARNING", logger="otel_mcp_cancel")
+    read_text = importlib.metadata.PathDistribution.read_text
+
+    def editable_record(self: importlib.metadata.PathDistribution, filename: str) -> str | None:
+        if filename == "RECORD":
+            return "__editable___fastmcp_finder.py,,\nfastmcp.dist-info/METADATA,,\n"
+        return read_text(self, filename)
+
+    monkeypatch.setattr(importlib.metadata.PathDistribution, "read_text", editable_record)
     monkeypatch.setattr(importlib.metadata.PathDistribution, "files", property(lambda self: None))
     modules = [type(make(None)).__module__ for _, make, _ in otel_mcp_cancel._hook_makers(config.read())]
     assert "otel_mcp_cancel.hooks.fastmcp_server" in modules
