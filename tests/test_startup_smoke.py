@@ -10,11 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.frameworks import FASTMCP_MAJOR
 
 STARTUP = Path(__file__).resolve().parents[1] / "benchmarks" / "startup.py"
 
 
+@pytest.mark.timeout(300)  # beside FastMCP it starts twice as many servers, each a second or more on 2 busy cores
 def test_the_startup_benchmark_runs_every_mode_in_smoke_mode() -> None:
     done = subprocess.run([sys.executable, str(STARTUP), "--smoke"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
