@@ -134,8 +134,20 @@ def main() -> None:
     frameworks = ["sdk", *(["fastmcp"] if importlib.util.find_spec("fastmcp") is not None else [])]
     for framework in frameworks:
         print(f"\n## {'the SDK' if framework == 'sdk' else 'standalone FastMCP'}'s server"
-              + (f" (fastmcp {importlib.metadata.version('fastmcp')})" if framework == "fastmcp" else ""))
+              + (f" ({fastmcp_distribution()})" if framework == "fastmcp" else ""))
         measure(framework, rounds)
+
+
+def fastmcp_distribution() -> str:
+    """What provides FastMCP here: `fastmcp` (4.x: a meta-package over `fastmcp-slim`) or `fastmcp-slim` alone."""
+    import importlib.metadata
+
+    for name in ("fastmcp", "fastmcp-slim"):
+        try:
+            return f"{name} {importlib.metadata.version(name)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "fastmcp"
 
 
 def measure(framework: str, rounds: int) -> None:
