@@ -32,7 +32,6 @@ from otel_mcp_cancel.task_telemetry import TaskTelemetry
 Observer = tuple[str, Callable[[RequestRecord, Verdict], None]]
 
 
-
 def suppressed_kind(record: RequestRecord) -> tuple[str, str]:
     """A cancelled call's ghost: its kind, and why its answer reached nobody, as its WARNING says. The first cause
     names it: a caller that cancelled and then hung up was told `cancelled` before it left."""

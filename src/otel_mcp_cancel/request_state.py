@@ -235,21 +235,19 @@ class LiveRequests:
 
     def callers_gone(self, session: object) -> list[RequestRecord]:
         """The stream of `session` (a request's `session`) ended: its requests still in flight lost their caller.
-        Returns those whose caller was told nothing but `cancelled`: no answer yet, or (mcp 1.x) only a cancel's
-        acknowledgement, its handler running on."""
-        gone = self.caller_gone_of(lambda record: record.session is session)
-        acknowledged = [record for record in list(self._records.values()) if record.session is session
-                        and record.answer is not None and record.answer.kind is AnswerKind.CANCEL_ACK]
-        return gone + acknowledged
+        Returns those its caller was told nothing of but `cancelled` (see `caller_gone_of`)."""
+        return self.caller_gone_of(lambda record: record.session is session)
 
     def caller_gone_of(self, matches: Callable[[RequestRecord], bool]) -> list[RequestRecord]:
-        """The caller of each request in flight that `matches` hung up; returns those that had no answer yet."""
+        """The caller of each request in flight that `matches` hung up. Returns those its caller was told nothing
+        of but `cancelled`: no answer yet, or (mcp 1.x) only a cancel's acknowledgement, its handler running on."""
         in_flight = list(self._records.values())  # one copy, made in C: another loop may add or discard meanwhile
         gone = []
         for record in in_flight:
             if matches(record):
                 record.note_caller_gone()
-                if record.caller_gone:
+                answer = record.answer
+                if record.caller_gone or (answer is not None and answer.kind is AnswerKind.CANCEL_ACK):
                     gone.append(record)
         return gone
 

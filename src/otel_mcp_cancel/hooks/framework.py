@@ -87,7 +87,6 @@ class FrameworkHooks(HookSet):
             self._telemetry.serving()
             unfollow: list[Callable[[], None]] = []
 
-
             def entered(manager: Any) -> None:
                 stdout = _transport_stdout(self.sdk.stdio_stdout, manager)
                 if stdout is None:
