@@ -18,8 +18,9 @@ from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.late_answers import GivenUpCalls
 from otel_mcp_cancel.outcome import Answer, late_answer
 from otel_mcp_cancel.request_state import RequestRecord, current_client_record
-from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions, WaitingSpan
+from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import RecentCalls
+from otel_mcp_cancel.serving import WaitingSpan
 from otel_mcp_cancel.session_telemetry import SessionTelemetry
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 

@@ -173,6 +173,7 @@ NETWORK_TRANSPORT_TCP = "tcp"
 NETWORK_PROTOCOL_HTTP = "http"
 
 # Span events: all this plugin's own.
+EVENT_EXCEPTION = "exception"  # OpenTelemetry's own
 EVENT_REQUEST_CANCELLED = "tool.request_cancelled"
 EVENT_CANCEL_RECEIVED = "tool.cancel_received"  # on a server's notifications/cancelled span, with its reason text
 EVENT_GHOST_SUPPRESSED = "tool.ghost_response"

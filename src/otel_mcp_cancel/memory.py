@@ -36,35 +36,32 @@ class Memory(Generic[Value]):
         # Scopes collected since the last call, forgotten by the next one before anything else: a callback runs
         # wherever the collector does (under this lock, perhaps), and a new scope may take a collected one's id.
         self._collected: list[int] = []
+        # Whether anything is held: read without the lock (an attribute, not a call: asked on every request), so that
+        # a caller with nothing to match need not look.
+        self.held = False
 
     def _now(self) -> float:
         return time.monotonic() if self._clock is None else self._clock()
-
-    @property
-    def held(self) -> bool:
-        """Whether anything is held: read without the lock, so that a caller with nothing to match need not look."""
-        return bool(self._entries)
 
     def put(self, scope: object, key: Hashable, value: Value) -> None:
         # Once per answered call, or more: the common case (nothing due, a scope already held) calls nothing more.
         scope_id = 0 if scope is None else id(scope)
         now = time.monotonic() if self._clock is None else self._clock()
-        entries = self._entries
+        entries, entry = self._entries, (scope_id, key)
         with self._lock:
             if self._collected or (entries and next(iter(entries.values()))[1] < now - self.max_age):
                 self._settle(now)
             held = self._scopes.get(scope_id)
             keys = held[0] if held is not None else self._keys_of(scope, scope_id)
-            entry = (scope_id, key)
-            if entry in self._entries:
-                del self._entries[entry]
-                del keys[key]
-            self._entries[entry] = (value, now)
+            if key in keys:  # written again: it moves to the end
+                del entries[entry], keys[key]
+            entries[entry] = (value, now)
             keys[key] = None
+            self.held = True
             if len(keys) > self.per_scope:
                 self._drop((scope_id, next(iter(keys))))
-            while len(self._entries) > self.total:
-                self._drop(next(iter(self._entries)))
+            while len(entries) > self.total:
+                self._drop(next(iter(entries)))
 
     def take(self, scope: object, key: Hashable) -> Value | None:
         """The value under `key` in `scope`, within its age, which is forgotten."""
@@ -131,7 +128,9 @@ class Memory(Generic[Value]):
             self._drop(entry)
 
     def _drop(self, entry: tuple[int, Hashable]) -> None:
-        del self._entries[entry]
+        entries = self._entries
+        del entries[entry]
+        self.held = bool(entries)
         scope_id, key = entry
         keys = self._scopes[scope_id][0]
         del keys[key]

@@ -124,11 +124,13 @@ def round_trips(interim: InterimAnswers) -> Observer:
     def observe(record: RequestRecord, verdict: Verdict) -> None:
         if record.method != TOOLS_CALL:
             return
-        state = message_field(record.params, "requestState") if record.params is not None else None
-        if isinstance(state, str):
-            completed = interim.completed(state)
-            if completed is not None:
-                record.span.add_link(completed)
+        if interim.by_state.held:  # an attribute: most calls complete no round trip, and none is remembered
+            params = record.params
+            state = message_field(params, "requestState") if params is not None else None
+            if isinstance(state, str):
+                completed = interim.completed(state)
+                if completed is not None:
+                    record.span.add_link(completed)
         if verdict.result_type is not None:
             state = message_field(record.result, "requestState")
             if isinstance(state, str):

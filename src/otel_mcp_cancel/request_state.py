@@ -45,7 +45,7 @@ class RequestRecord:
     name: str = ""  # its span's name as started
     target_named: bool = False  # that name names its target
     started: float  # perf_counter() as it was made
-    ends_span: bool = True  # else whoever opened its span ends it (see `request_telemetry.WaitingSpan`)
+    ends_span: bool = True  # else whoever opened its span ends it (see `serving.WaitingSpan`)
     handler_claimed: bool = False  # an inner hook is reporting how the handler ended
     handler: HandlerEnd | None = None
     answer: Answer | None = None
@@ -158,40 +158,17 @@ class RequestRecord:
 EARLY_CLAIMS = threading.Lock()
 
 
-# The slot a request's record is held through: a list of one, made and emptied in a bytecode each (this runs
-# for every request); and what `CurrentRecord.set` hands back to empty it with.
-Slot = list[RequestRecord | None]
-SlotHandle = tuple[contextvars.Token[Slot | None], Slot]
-
-
-class CurrentRecord:
-    """The request being served (or sent) in this task, as a context variable holds it: through a slot that is
-    emptied as the request ends. A context copied while it ran (a worker thread's, a task spawned under it) may
-    outlive it; the slot keeps such a copy from keeping the record, and through it its session, alive."""
-
-    __slots__ = ("_var",)
-
-    def __init__(self, name: str) -> None:
-        self._var: contextvars.ContextVar[Slot | None] = contextvars.ContextVar(name, default=None)
-
-    def get(self) -> RequestRecord | None:
-        slot = self._var.get()
-        return slot[0] if slot is not None else None
-
-    def set(self, record: RequestRecord | None) -> SlotHandle:
-        slot = [record]
-        return self._var.set(slot), slot
-
-    def reset(self, handle: SlotHandle) -> None:
-        token, slot = handle
-        slot[0] = None
-        self._var.reset(token)
-
+# The request being served (or sent) in this task, held by a weak reference: a context copied while it ran (a
+# worker thread's, a task spawned under it) may outlive it, and must not keep the record, and through it its
+# session, alive. Read as `current_record.get()()`: two calls made in C, on every request.
+CurrentRecord = contextvars.ContextVar["weakref.ref[RequestRecord]"]
+NO_RECORD: weakref.ref[RequestRecord] = weakref.ref(RequestRecord.__new__(RequestRecord))  # dead at once: None
 
 # The inbound request being served, and the outbound request being sent, in this task. Two: a server's handler
 # may itself send a request.
-current_record = CurrentRecord("otel_mcp_cancel_current_record")
-current_client_record = CurrentRecord("otel_mcp_cancel_current_client_record")
+current_record: CurrentRecord = contextvars.ContextVar("otel_mcp_cancel_current_record", default=NO_RECORD)
+current_client_record: CurrentRecord = contextvars.ContextVar("otel_mcp_cancel_current_client_record",
+                                                              default=NO_RECORD)
 
 
 class LiveRequests:

@@ -15,8 +15,9 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram, MeterProvider
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import SpanKind, Tracer, TracerProvider
 
+from otel_mcp_cancel import conclusion
 from otel_mcp_cancel.attributes import (
     bounded,
     captured_content,
@@ -29,6 +30,7 @@ from otel_mcp_cancel.attributes import (
     verdict_attributes,
 )
 from otel_mcp_cancel.conventions import (
+    EVENT_EXCEPTION,
     EVENT_REQUEST_CANCELLED,
     GEN_AI_TOOL_CALL_ARGUMENTS,
     GEN_AI_TOOL_CALL_RESULT,
@@ -47,92 +49,11 @@ from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.liveness import Recording
 from otel_mcp_cancel.observers import Observer
 from otel_mcp_cancel.outcome import Verdict, classify, classify_subscription
-from otel_mcp_cancel.request_state import EARLY_CLAIMS, CurrentRecord, RequestRecord
+from otel_mcp_cancel.request_state import CurrentRecord, RequestRecord
 from otel_mcp_cancel.round_trips import InterimAnswers
+from otel_mcp_cancel.serving import WaitingSpan, ambient_link, end_span
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 from otel_mcp_cancel.user_hooks import UserHooks
-
-EXCEPTION_EVENT = "exception"  # OpenTelemetry's own event name
-
-
-class Serving:
-    """While a request runs: its record and its span are current; as it ends, it is concluded in the span's
-    context (the ghost WARNING and the metrics' exemplars point at it). A class, not a generator-based
-    context manager: it runs on every request."""
-
-    __slots__ = ("_telemetry", "_record", "_record_token", "_context_token")
-
-    def __init__(self, telemetry: RequestTelemetry, record: RequestRecord) -> None:
-        self._telemetry, self._record = telemetry, record
-
-    def __enter__(self) -> RequestRecord:
-        record, telemetry = self._record, self._telemetry
-        self._record_token = telemetry.current.set(record) if telemetry.records_current else None
-        self._context_token = otel_context.attach(trace.set_span_in_context(record.span))
-        return record
-
-    def __exit__(self, *exc_info: object) -> None:
-        telemetry, record = self._telemetry, self._record
-        ended = False
-        try:
-            if record.wire is not None:  # a hang-up seen off the event loop may be concluding it
-                with EARLY_CLAIMS:
-                    record.concluding = not record.concluded_early
-            if record.concluded_early:  # its caller left while it ran: concluded then
-                ended = True
-                telemetry.handler_ended_late(record)
-            # In flight across uninstrument(), its answer unseen: no verdict rather than a wrong one.
-            elif not telemetry.stopped or record.answer is not None or record.cancelled:
-                if record.wire is not None and _held_by_wire(telemetry, record):
-                    ended = True  # its stdout concludes it once its answer's line is written, or fails to be
-                else:
-                    ended = telemetry.conclude(record)
-        finally:
-            if not ended:  # whatever failed above, the span still ends
-                _end_span(telemetry, record)
-            otel_context.detach(self._context_token)
-            if self._record_token is not None:
-                telemetry.current.reset(self._record_token)
-
-
-def ambient_link(parent: Context) -> list[Link] | None:
-    """A span parented by the trace context a request carried (`parent`) links to the context it was served in,
-    if any and not that parent itself (an HTTP server's span, say), as MCP's conventions ask."""
-    ambient = trace.get_current_span().get_span_context()
-    if not ambient.is_valid or ambient.span_id == trace.get_current_span(parent).get_span_context().span_id:
-        return None
-    return [Link(ambient)]
-
-
-def _end_span(telemetry: RequestTelemetry, record: RequestRecord) -> None:
-    """End the span of a request whose conclusion failed, if it is ours to end."""
-    if record.ends_span:
-        try:
-            record.span.end()
-        except Exception:
-            fault(f"ending a {telemetry.role} span")
-
-
-def _held_by_wire(telemetry: RequestTelemetry, record: RequestRecord) -> bool:
-    wire = record.wire
-    try:
-        return wire is not None and wire.holds(record, telemetry.conclude_later)
-    except Exception:
-        fault("following an answer to stdout")
-        return False
-
-
-class WaitingSpan(Span):
-    """A span another instrumentation opened around a request about to be sent (FastMCP's client span),
-    offered to be that request's span: it then carries our verdict, and its holder ends it."""
-
-    def claim(self, method: str) -> Span | None:
-        """The span a request of `method` is to take as its own, or None: it starts its own."""
-        raise NotImplementedError
-
-    def claimed_by(self, record: RequestRecord, capture_content: bool) -> None:
-        """The request that took it, with whether exception messages may be recorded."""
-        raise NotImplementedError
 
 
 class SpanOptions(NamedTuple):
@@ -172,6 +93,7 @@ class RequestTelemetry:
         self.tracer = tracer
         self.tracer_provider = options.tracer_provider
         self._duration = duration
+        self._measured = f"{self.role} request"  # what a fault measuring one names
         self.current = current
         self._cancelled_is_error = options.cancelled_is_error
         self._capture_content = options.capture_content
@@ -296,7 +218,6 @@ class RequestTelemetry:
             except Exception:
                 fault(f"naming a {role} span")
         try:
-            # One call: each set_attributes pays the SDK's lock and value checks.
             attributes = method_attributes(record.method, record.method_known) if record.method_named_late else {}
             if record.request_id_late:
                 attributes[JSONRPC_REQUEST_ID] = bounded(str(record.request_id))
@@ -305,11 +226,10 @@ class RequestTelemetry:
             if record.task_id is not None:
                 attributes[MCP_TASK_ID] = record.task_id
             attributes.update(outcome)
-            span.set_attributes(attributes)
-            if verdict.span_error:
-                span.set_status(Status(StatusCode.ERROR, verdict.description))
         except Exception:
-            fault(f"recording a {role} outcome")
+            fault(f"describing a {role} span")
+            attributes = dict(outcome)
+        conclusion.describe(span, attributes, verdict, role)
         if verdict.outcome == OUTCOME_CANCELLED or record.exception is not None or self._capture_content:
             try:
                 self._describe_span(record, verdict)
@@ -322,18 +242,12 @@ class RequestTelemetry:
                 fault(activity)
         if self._user_hooks is not None:
             self._user_hooks.on_response(role, record, verdict)  # after ours: the user's word is last
-        try:
-            # A subscription's life is not an operation's latency: its span alone says how long it lasted.
-            if record.method not in SUBSCRIPTION_METHODS:
-                metric = record.metric_attributes(outcome)
-                self._duration.record(time.perf_counter() - record.started, metric)
-        except Exception:
-            fault(f"measuring a {role} request")
+        # A subscription's life is not an operation's latency: its span alone says how long it lasted.
+        if record.method not in SUBSCRIPTION_METHODS:
+            conclusion.measure(self._duration.record, time.perf_counter() - record.started, record.metric_attributes,
+                               outcome, self._measured)
         if record.ends_span:
-            try:
-                span.end()  # last: a span processor that raises here costs no measurement
-            except Exception:
-                fault(f"ending a {role} span")
+            conclusion.end(span, role)
         return True
 
     def conclude_later(self, record: RequestRecord) -> None:
@@ -346,7 +260,7 @@ class RequestTelemetry:
         finally:
             otel_context.detach(token)
             if not ended:
-                _end_span(self, record)
+                end_span(self, record)
 
     def handler_ended_late(self, record: RequestRecord) -> None:
         """The handler of a request concluded as its caller left has ended."""
@@ -370,7 +284,7 @@ class RequestTelemetry:
             reason = {key: record.cancel_reason} if record.cancel_reason is not None else {}
             span.add_event(EVENT_REQUEST_CANCELLED, reason, timestamp=record.cancel_time_ns)
         if record.exception is not None:
-            span.add_event(EXCEPTION_EVENT, exception_attributes(record.exception, self._capture_content))
+            span.add_event(EVENT_EXCEPTION, exception_attributes(record.exception, self._capture_content))
         if self._capture_content and record.method == TOOLS_CALL:
             arguments = tool_arguments(record.params)
             if arguments is not None:

@@ -19,15 +19,15 @@ ROUND_TRIP_SECONDS = 600.0  # a person answering an elicitation takes minutes, n
 class InterimAnswers:
     def __init__(self) -> None:
         # By the process, not the session: a caller may complete the round trip on another connection.
-        self._by_state: Memory[SpanContext] = Memory(MAX_REMEMBERED, MAX_REMEMBERED, ROUND_TRIP_SECONDS)
+        self.by_state: Memory[SpanContext] = Memory(MAX_REMEMBERED, MAX_REMEMBERED, ROUND_TRIP_SECONDS)
 
     def remember(self, state: str, interim: SpanContext) -> None:
         """An interim answer carrying `state` ended the span `interim`."""
-        self._by_state.put(None, _digest(state), interim)
+        self.by_state.put(None, _digest(state), interim)
 
     def completed(self, state: str) -> SpanContext | None:
         """The interim answer's span a request echoing `state` completes, within ROUND_TRIP_SECONDS; taken."""
-        return self._by_state.take(None, _digest(state))
+        return self.by_state.take(None, _digest(state))
 
 
 def _digest(state: str) -> bytes:

@@ -33,8 +33,9 @@ from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.observers import suppressed_kind
 from otel_mcp_cancel.outcome import AnswerKind, suppressed
 from otel_mcp_cancel.request_state import EARLY_CLAIMS, LIVE, RequestRecord, current_record
-from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions, ambient_link
+from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
+from otel_mcp_cancel.serving import ambient_link
 from otel_mcp_cancel.session_telemetry import SessionRecord, SessionTelemetry
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 

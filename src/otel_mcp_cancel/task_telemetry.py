@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Span, SpanContext, SpanKind, Tracer
 
+from otel_mcp_cancel import conclusion
 from otel_mcp_cancel.attributes import (
     bounded,
     is_tool_error,
@@ -77,6 +78,7 @@ from otel_mcp_cancel.scheduler import SCHEDULER, Scheduled
 # Tasks followed at once, settled ones included (a late `tasks/cancel` is judged against them); oldest out.
 CAPACITY = 10_000
 TASK_SPAN_PREFIX = "task"
+TASK_ROLE = "task"  # names the stage in a contained fault's log line
 
 
 @dataclass(eq=False)
@@ -344,10 +346,7 @@ class TaskTelemetry:
                                 process_ended=task.process_ended, cancelled_is_error=self._cancelled_is_error)
         task.verdict = verdict
         task.took = time.perf_counter() - task.creation.started
-        with contained("recording a task's outcome"):
-            task.span.set_attributes(dict(verdict_attributes(TOOLS_CALL, verdict)))
-            if verdict.span_error:
-                task.span.set_status(Status(StatusCode.ERROR, verdict.description))
+        conclusion.describe(task.span, dict(verdict_attributes(TOOLS_CALL, verdict)), verdict, TASK_ROLE)
         if task.announced:
             self._name_and_measure(task)
         self._maybe_end(task)
@@ -364,9 +363,9 @@ class TaskTelemetry:
         verdict, took = task.verdict, task.took
         if verdict is None or took is None:  # asked only once both are known
             return
-        with contained("measuring a task"), trace.use_span(span, record_exception=False, set_status_on_exception=False):
-            attributes = creation.metric_attributes(verdict_attributes(TOOLS_CALL, verdict))
-            self._record_duration(took, attributes)
+        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            conclusion.measure(self._record_duration, took, creation.metric_attributes,
+                               verdict_attributes(TOOLS_CALL, verdict), TASK_ROLE)
 
     def session_ended(self, session: object, *, every_task: bool = False) -> None:
         """A server session ended, or its caller hung up: the results its tasks had not delivered are out of its
@@ -462,4 +461,4 @@ class TaskTelemetry:
                                "the task ended"))
         if ghost is not None and self._ghosts is not None:
             self._ghosts.task_ghost(task.creation, task.span, ghost, kind, why)
-        task.span.end()
+        conclusion.end(task.span, TASK_ROLE)

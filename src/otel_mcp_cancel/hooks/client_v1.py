@@ -33,7 +33,7 @@ from otel_mcp_cancel.hooks.observations import (
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, error_answer
-from otel_mcp_cancel.request_telemetry import Serving
+from otel_mcp_cancel.serving import Serving
 
 # 1.x reports its own read timeout as an HTTP-like 408, which no JSON-RPC peer sends.
 _READ_TIMEOUT_CODE = 408

@@ -25,7 +25,7 @@ from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, error_answer
 from otel_mcp_cancel.request_state import current_client_record
-from otel_mcp_cancel.request_telemetry import Serving
+from otel_mcp_cancel.serving import Serving
 
 
 class ClientHooksV2(ClientHooks):
@@ -82,7 +82,7 @@ class ClientHooksV2(ClientHooks):
 
     async def _cancel_outbound(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """The SDK sends a courtesy cancel when the caller's timeout fires or the caller is cancelled."""
-        record = current_client_record.get()
+        record = current_client_record.get()()
         if self.active and record is not None:
             with contained("observing a courtesy cancel"):
                 reason = arg(args, kwargs, 1, "reason")
@@ -105,7 +105,7 @@ class ClientHooksV2(ClientHooks):
 
     def _sdk_span(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """The SDK's client span: ours takes its place; the SDK still injects our (current) context."""
-        record = current_client_record.get()
+        record = current_client_record.get()()
         if not self.active or record is None or kwargs.get("kind") is not SpanKind.CLIENT:
             return wrapped(*args, **kwargs)
         try:

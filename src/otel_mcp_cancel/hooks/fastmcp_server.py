@@ -122,7 +122,7 @@ class FastMCPServerHooks(_LendsSpans, FrameworkHooks):
 
     async def _manager_call_tool(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """FastMCP 2.x: the manager runs the tool registered under `key`, if any (a dict it keeps)."""
-        record = current_record.get()
+        record = current_record.get()()
         if not self.active or record is None:
             return await wrapped(*args, **kwargs)
         with contained("reading FastMCP's tool registry"):

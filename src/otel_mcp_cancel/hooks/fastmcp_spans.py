@@ -14,7 +14,7 @@ Client side: FastMCP's CLIENT span becomes the request's span, held.
 
 `fastmcp.Client` opens a CLIENT span before it sends the request it is for, and ends it after. Our tracer
 starts that span (`HeldClientSpan`); the first request of the method it names, sent under it, takes it as its
-own span (`request_telemetry.WaitingSpan`): FastMCP's attributes and exception stay on it, the name, status
+own span (`serving.WaitingSpan`): FastMCP's attributes and exception stay on it, the name, status
 and the attributes we own are ours, and it ends when FastMCP's block does. A span under which no such
 request is sent (a listing served from FastMCP's cache, `client_span()` around other code) stays as FastMCP
 made it.
@@ -35,11 +35,11 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util import types
 
 from otel_mcp_cancel.attributes import exception_attributes
-from otel_mcp_cancel.conventions import MCP_METHOD_NAME
+from otel_mcp_cancel.conventions import EVENT_EXCEPTION, MCP_METHOD_NAME
 from otel_mcp_cancel.conventions import REQUEST_SPAN_ATTRIBUTES as OURS
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.request_state import RequestRecord, current_record
-from otel_mcp_cancel.request_telemetry import EXCEPTION_EVENT, WaitingSpan
+from otel_mcp_cancel.serving import WaitingSpan
 
 FASTMCP_SCOPE = "fastmcp"  # the instrumentation scope FastMCP's tracer has
 
@@ -122,7 +122,7 @@ class LentSpan(_SeenByFastMCP):
 
 def span_to_lend(kind: SpanKind) -> LentSpan | None:
     """Our span, if FastMCP is about to open the SERVER span of the request it covers (and not yet did)."""
-    record = current_record.get()
+    record = current_record.get()()
     if kind is SpanKind.SERVER and record is not None and trace.get_current_span() is record.span:
         return LentSpan(record)
     return None
@@ -168,7 +168,7 @@ class HeldClientSpan(_SeenByFastMCP, WaitingSpan):
             self._span.record_exception(exception, attributes, timestamp, escaped)
         elif not self._exception_recorded:  # one, bounded, its message only on opt-in: as on our server spans
             self._exception_recorded = True
-            self._span.add_event(EXCEPTION_EVENT, exception_attributes(exception, self._capture_content))
+            self._span.add_event(EVENT_EXCEPTION, exception_attributes(exception, self._capture_content))
 
     def update_name(self, name: str) -> None:
         if self._record is None:

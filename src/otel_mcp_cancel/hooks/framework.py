@@ -50,7 +50,7 @@ class FrameworkHooks(HookSet):
     # Not coroutines: each returns the one to await, the framework's own when no request is being served, so
     # that no layer of ours is paid on the way.
     def tool_run(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = current_record.get()
+        record = current_record.get()()
         if not self.active or record is None:
             return wrapped(*args, **kwargs)
         record.tool_registered = True  # the framework only runs tools it has registered
@@ -59,7 +59,7 @@ class FrameworkHooks(HookSet):
         return observed(record.note_handler, wrapped, args, kwargs, record.note_exception)
 
     def user_function(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = current_record.get()
+        record = current_record.get()()
         if not self.active or record is None:
             return wrapped(*args, **kwargs)
         return observed(record.note_handler, wrapped, args, kwargs)

@@ -51,8 +51,8 @@ from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
-from otel_mcp_cancel.request_telemetry import Serving
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
+from otel_mcp_cancel.serving import Serving
 
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.mcpserver.server", "mcp")
 
@@ -175,7 +175,7 @@ class ServerHooksV2(FrameworkHooks):
 
     def _answering(self, args: Any, kwargs: Any) -> RequestRecord | None:
         """The current request's record, if this write answers it (a handler may write other messages)."""
-        record = current_record.get()
+        record = current_record.get()()
         if self.active and record is not None and record.request_id == arg(args, kwargs, 0, "request_id"):
             return record
         return None
@@ -227,7 +227,7 @@ class ServerHooksV2(FrameworkHooks):
         if not self.active:
             return await wrapped(*args, **kwargs)
         dctx = arg(args, kwargs, 0, "dctx")
-        record = current_record.get()
+        record = current_record.get()()
         if record is not None and not record.handler_claimed and record.method == arg(args, kwargs, 1, "method"):
             return await self._observe_handler(record, instance, dctx, wrapped, args, kwargs)
         single_exchange = sdk.SingleExchangeDispatchContext
@@ -304,7 +304,7 @@ class ServerHooksV2(FrameworkHooks):
     async def _sdk_middleware(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """The SDK's span steps aside for requests we trace and for the cancels we record ourselves."""
         ctx, call_next = arg(args, kwargs, 0, "ctx"), arg(args, kwargs, 1, "call_next")
-        if self.active and (current_record.get() is not None or ctx.method == NOTIFICATIONS_CANCELLED):
+        if self.active and (current_record.get()() is not None or ctx.method == NOTIFICATIONS_CANCELLED):
             return await call_next(ctx)
         return await wrapped(*args, **kwargs)
 

@@ -84,7 +84,7 @@ class FastMCPTaskHooks(HookSet):
 
     def _enqueue(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """The task begins before its work can: a fast worker may finish it before the creation is answered."""
-        record = current_record.get()
+        record = current_record.get()()
         if self.active and record is not None and record.method == TOOLS_CALL:
             with contained("following a task's creation"):
                 task_id = self._task_id(args[2] if len(args) > 2 else kwargs.get("key"))
@@ -97,7 +97,7 @@ class FastMCPTaskHooks(HookSet):
 
     async def _enqueue_component(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """fastmcp-tasks: the component is the registered tool FastMCP runs, with its annotations (a ghost's risk)."""
-        record = current_record.get()
+        record = current_record.get()()
         if self.active and record is not None and record.method == TOOLS_CALL:
             with contained("reading a task's tool"):
                 component = arg(args, kwargs, 0, "component")

@@ -46,7 +46,7 @@ class TaskHooksV1(HookSet):
         ]
 
     async def _run_task(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        record = current_record.get()
+        record = current_record.get()()
         if not self.active or record is None:
             return await wrapped(*args, **kwargs)
         work = arg(args, kwargs, 0, "work")
