@@ -9,8 +9,8 @@ import pytest
 from mcp import types
 from pydantic import BaseModel, ConfigDict
 
-from otel_mcp_cancel.attributes import is_tool_error, model_values
 from otel_mcp_cancel.hooks.observations import DRAFT_TASK_META, CreatedTask, created_task
+from otel_mcp_cancel.messages import is_tool_error, model_values
 
 
 def call_result(**wire: object) -> object:

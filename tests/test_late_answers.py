@@ -24,7 +24,8 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from packaging.version import Version
 
-from otel_mcp_cancel.outcome import Answer, late_answer
+from otel_mcp_cancel.answers import Answer
+from otel_mcp_cancel.outcome import late_answer
 from tests.frameworks import FASTMCP_MAJOR
 from tests.sdk_client import sdk_client
 from tests.subprocess_servers import GATED_SERVER, go_program

@@ -11,7 +11,7 @@ import json
 import pytest
 from opentelemetry.trace import INVALID_SPAN
 
-from otel_mcp_cancel.outcome import Answer
+from otel_mcp_cancel.answers import Answer
 from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.stdio_wire import MAX_HELD, MAX_HELD_SECONDS, NOT_AN_ANSWER, StdioWire, answered_id
 

@@ -7,7 +7,8 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Tracer
 
 from otel_mcp_cancel import observers
-from otel_mcp_cancel.attributes import bounded, message_field
+from otel_mcp_cancel.answers import Answer
+from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.conventions import (
     CANCEL_REASON_TIMEOUT,
     GHOST_KIND_LATE_ANSWER,
@@ -16,12 +17,14 @@ from otel_mcp_cancel.conventions import (
 from otel_mcp_cancel.ghost_reporting import GhostEmitter
 from otel_mcp_cancel.instruments import Instruments
 from otel_mcp_cancel.late_answers import GivenUpCalls
-from otel_mcp_cancel.outcome import Answer, late_answer
+from otel_mcp_cancel.messages import message_field
+from otel_mcp_cancel.outcome import late_answer
 from otel_mcp_cancel.request_state import RequestRecord, current_client_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import RecentCalls
 from otel_mcp_cancel.serving import WaitingSpan
 from otel_mcp_cancel.session_telemetry import SessionTelemetry
+from otel_mcp_cancel.task_requests import TaskRequests
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
 # The answers that carry the protocol version a session speaks: the handshake's, and the 2026-07-28 discovery's.
@@ -43,7 +46,7 @@ class ClientTelemetry(RequestTelemetry):
         self.observers = (
             ("recording why a call was given up", observers.cancel_reasons),
             observers.client_retries(given_up, self),  # a client's own calls, in any of its sessions
-            observers.client_tasks(self.tasks),
+            observers.client_tasks(TaskRequests(self.tasks)),
             observers.round_trips(self.round_trips),
         )
 

@@ -18,7 +18,7 @@ from opentelemetry.metrics import Counter
 from opentelemetry.trace import Span, SpanContext, SpanKind, Tracer
 
 from otel_mcp_cancel import tool_registry
-from otel_mcp_cancel.attributes import bounded, tool_arguments
+from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.conventions import (
     EVENT_GHOST_RETRIED,
     EVENT_GHOST_SUPPRESSED,
@@ -40,6 +40,7 @@ from otel_mcp_cancel.conventions import (
 )
 from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.ghosts import LEDGER
+from otel_mcp_cancel.messages import tool_arguments
 from otel_mcp_cancel.outcome import ghost_risk
 from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.retries import CallFingerprints, CallKey, RecentCalls

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from otel_mcp_cancel.attributes import message_field, tool_arguments
 from otel_mcp_cancel.conventions import (
     EVENT_RESPONSE_WRITE_INTERRUPTED,
     GHOST_KIND_CALLER_GONE,
@@ -22,12 +21,13 @@ from otel_mcp_cancel.conventions import (
 )
 from otel_mcp_cancel.crossing import Crossings
 from otel_mcp_cancel.ghost_reporting import GhostEmitter
+from otel_mcp_cancel.messages import message_field, tool_arguments
 from otel_mcp_cancel.outcome import Verdict
 from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.retries import RecentCalls
 from otel_mcp_cancel.round_trips import InterimAnswers
 from otel_mcp_cancel.session_telemetry import note_request
-from otel_mcp_cancel.task_telemetry import TaskTelemetry
+from otel_mcp_cancel.task_requests import TaskRequests
 
 Observer = tuple[str, Callable[[RequestRecord, Verdict], None]]
 
@@ -78,14 +78,14 @@ def crossed_answers(crossings: Crossings, ghosts: GhostEmitter,
     return "following a crossed answer", observe
 
 
-def server_tasks(tasks: TaskTelemetry) -> Observer:
+def server_tasks(tasks: TaskRequests) -> Observer:
     def observe(record: RequestRecord, verdict: Verdict) -> None:
         if record.task_id is not None:  # most requests name no task
             tasks.observe(record, verdict)
     return "following a task", observe
 
 
-def client_tasks(tasks: TaskTelemetry) -> Observer:
+def client_tasks(tasks: TaskRequests) -> Observer:
     def observe(record: RequestRecord, verdict: Verdict) -> None:
         if record.task_id is not None:  # most requests name no task
             tasks.observe(record, verdict)  # the client's view: what it was told of the task

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from opentelemetry.trace import Span
 
+from otel_mcp_cancel.answers import Answer, AnswerKind, HandlerEnd
 from otel_mcp_cancel.attributes import metric_attributes
 from otel_mcp_cancel.conventions import OTHER
-from otel_mcp_cancel.outcome import Answer, AnswerKind, HandlerEnd
 from otel_mcp_cancel.session_telemetry import SessionRecord
 
 

@@ -24,9 +24,7 @@ from otel_mcp_cancel.attributes import (
     exception_attributes,
     method_attributes,
     request_attributes,
-    request_fields,
     span_name,
-    tool_arguments,
     verdict_attributes,
 )
 from otel_mcp_cancel.conventions import (
@@ -47,6 +45,7 @@ from otel_mcp_cancel.conventions import (
 )
 from otel_mcp_cancel.faults import fault
 from otel_mcp_cancel.liveness import Recording
+from otel_mcp_cancel.messages import request_fields, tool_arguments
 from otel_mcp_cancel.observers import Observer
 from otel_mcp_cancel.outcome import Verdict, classify, classify_subscription
 from otel_mcp_cancel.request_state import CurrentRecord, RequestRecord

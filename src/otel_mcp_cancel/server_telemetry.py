@@ -14,7 +14,8 @@ from opentelemetry.propagate import extract
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from otel_mcp_cancel import observers, stdio_wire, tool_registry
-from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, is_mapping, request_fields, span_name
+from otel_mcp_cancel.answers import AnswerKind
+from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, span_name
 from otel_mcp_cancel.conventions import (
     EVENT_CANCEL_RECEIVED,
     GHOST_KIND_CROSSED,
@@ -30,13 +31,15 @@ from otel_mcp_cancel.faults import contained, fault
 from otel_mcp_cancel.flushing import Delivery, Flusher
 from otel_mcp_cancel.ghost_reporting import GhostEmitter, GhostSubject, called_tool
 from otel_mcp_cancel.instruments import Instruments
+from otel_mcp_cancel.messages import is_mapping, request_fields
 from otel_mcp_cancel.observers import suppressed_kind
-from otel_mcp_cancel.outcome import AnswerKind, suppressed
+from otel_mcp_cancel.outcome import suppressed
 from otel_mcp_cancel.request_state import EARLY_CLAIMS, LIVE, RequestRecord, current_record
 from otel_mcp_cancel.request_telemetry import RequestTelemetry, SpanOptions
 from otel_mcp_cancel.retries import CallFingerprints, RecentCalls
 from otel_mcp_cancel.serving import ambient_link
 from otel_mcp_cancel.session_telemetry import SessionRecord, SessionTelemetry
+from otel_mcp_cancel.task_requests import TaskRequests
 from otel_mcp_cancel.task_telemetry import TaskTelemetry
 
 # Why a ghost's answer reached nobody, as its WARNING says.
@@ -82,14 +85,15 @@ class ServerTelemetry(RequestTelemetry):
         self.tasks = TaskTelemetry(tracer, self.record_duration, options.cancelled_is_error, ghosts=self.ghosts,
                                    began=self.serving)
         self.sessions = SessionTelemetry(instruments.server_session_duration, on_close=self.tasks.session_ended)
-        self.on_task_answer = self.tasks.answered
+        task_requests = TaskRequests(self.tasks)
+        self.on_task_answer = task_requests.answered
         self.served_targets: set[str] = set()
         self.observers = (
             ("telling a session about its request", observers.session_requests),
             observers.server_retries(self.ghosts),
             observers.suppressed_ghosts(self.ghosts),
             observers.crossed_answers(self.crossings, self.ghosts, self._crossed),
-            observers.server_tasks(self.tasks),
+            observers.server_tasks(task_requests),
             observers.round_trips(self.round_trips),
         )
         # A low-level server's handler table, read by the SDK line's hooks (`sdk_v2.request_handlers`).

@@ -5,7 +5,7 @@ instrumentation opened for it (`WaitingSpan`)."""
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -13,10 +13,22 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span
 
 from otel_mcp_cancel.faults import fault
-from otel_mcp_cancel.request_state import EARLY_CLAIMS, RequestRecord
+from otel_mcp_cancel.request_state import EARLY_CLAIMS, CurrentRecord, RequestRecord
 
-if TYPE_CHECKING:
-    from otel_mcp_cancel.request_telemetry import RequestTelemetry
+
+class Side(Protocol):
+    """What serving a request asks of its side (`request_telemetry.RequestTelemetry`)."""
+
+    role: str
+    current: CurrentRecord
+    records_current: bool
+    stopped: bool
+
+    def conclude(self, record: RequestRecord) -> bool: ...
+
+    def conclude_later(self, record: RequestRecord) -> None: ...
+
+    def handler_ended_late(self, record: RequestRecord) -> None: ...
 
 
 class Serving:
@@ -26,7 +38,7 @@ class Serving:
 
     __slots__ = ("_telemetry", "_record", "_record_token", "_context_token")
 
-    def __init__(self, telemetry: RequestTelemetry, record: RequestRecord) -> None:
+    def __init__(self, telemetry: Side, record: RequestRecord) -> None:
         self._telemetry, self._record = telemetry, record
 
     def __enter__(self) -> RequestRecord:
@@ -68,7 +80,7 @@ def ambient_link(parent: Context) -> list[Link] | None:
     return [Link(ambient)]
 
 
-def end_span(telemetry: RequestTelemetry, record: RequestRecord) -> None:
+def end_span(telemetry: Side, record: RequestRecord) -> None:
     """End the span of a request whose conclusion failed, if it is ours to end."""
     if record.ends_span:
         try:
@@ -77,7 +89,7 @@ def end_span(telemetry: RequestTelemetry, record: RequestRecord) -> None:
             fault(f"ending a {telemetry.role} span")
 
 
-def _held_by_wire(telemetry: RequestTelemetry, record: RequestRecord) -> bool:
+def _held_by_wire(telemetry: Side, record: RequestRecord) -> bool:
     wire = record.wire
     try:
         return wire is not None and wire.holds(record, telemetry.conclude_later)

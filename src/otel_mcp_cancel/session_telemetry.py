@@ -23,6 +23,7 @@ from typing import Any
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram
 
+from otel_mcp_cancel.answers import exception_type
 from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.conventions import (
     ERROR_TYPE,
@@ -35,7 +36,6 @@ from otel_mcp_cancel.conventions import (
     SERVER_PORT,
 )
 from otel_mcp_cancel.faults import contained
-from otel_mcp_cancel.outcome import exception_type
 
 
 @dataclass(eq=False)

@@ -1,17 +1,10 @@
-"""A task-augmented tools/call (MCP tasks): the task's life as a span, its outcome when it reaches a terminal
-status, and its ghosts; on the server, and as a client saw it.
+"""A task-augmented tools/call (MCP tasks): the task's life as a span of its own (a child of the creating call's,
+whose answer is the task's handle, no tool outcome), its outcome when it reaches a terminal status
+(`outcome.classify_task`, on that span and on a point of the side's operation-duration histogram), and its ghosts.
 
-The `tools/call` that creates a task is answered at once with the task's handle; that answer is no tool
-outcome (its span and metric point carry `mcp.task.status`, not `tool.outcome`). The task gets a span of
-its own, a child of the creating span, and `outcome.classify_task` turns its terminal status into
-`tool.outcome` on that span and on a point of the side's operation-duration histogram.
-
-Facts arrive from two sides and in any order: an engine's hooks (how the work ended, the terminal status
-it stored) and the wire, seen by the request hooks (the creation, `tasks/cancel`, `tasks/get`,
-`tasks/result`). A task is settled once, at its first terminal status. Its span ends when the work an
-engine hook watches has ended too (work that runs on after a cancel is seen finishing: a ghost), and,
-where the engine serves a task only to its own session, once its caller was told how it ended or its
-session ended (a finished task nobody was told of: a ghost).
+Facts come in any order from an engine's hooks (how the work ended, the status it stored) and from the requests
+about the task (`task_requests`). A task is settled once, at its first terminal status; its span ends once the work
+an engine hook watches has ended too and, where its caller must fetch the outcome, once it was told or never can be.
 """
 
 from __future__ import annotations
@@ -20,29 +13,21 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanContext, SpanKind, Tracer
+from opentelemetry.trace import SpanContext, SpanKind, Tracer
 
 from otel_mcp_cancel import conclusion
-from otel_mcp_cancel.attributes import (
-    bounded,
-    is_tool_error,
-    message_field,
-    span_name,
-    verdict_attributes,
-)
+from otel_mcp_cancel.answers import HandlerEnd
+from otel_mcp_cancel.attributes import bounded, span_name, verdict_attributes
 from otel_mcp_cancel.conventions import (
     CANCEL_REASON_CALLER,
     CANCEL_REASON_TIMEOUT,
-    ERROR_TYPE_CONNECTION_CLOSED,
     EVENT_TASK_STATUS,
     GEN_AI_OPERATION_EXECUTE_TOOL,
     GEN_AI_OPERATION_NAME,
     GEN_AI_TOOL_NAME,
-    GHOST_KIND_TASK_CANCEL_LATE,
     GHOST_KIND_TASK_CANCELLED,
     GHOST_KIND_TASK_EXPIRED,
     GHOST_KIND_TASK_PROCESS_ENDED,
@@ -51,69 +36,22 @@ from otel_mcp_cancel.conventions import (
     MCP_TASK_ID,
     MCP_TASK_STATUS,
     MCP_TASK_STATUS_MESSAGE,
-    OUTCOME_CANCELLED,
     TASK_COMPLETED,
-    TASK_FAILED,
-    TASKS_CANCEL,
-    TASKS_GET,
-    TASKS_RESULT,
     TERMINAL_TASK_STATUSES,
     TOOL_CANCEL_REASON,
     TOOLS_CALL,
 )
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.ghost_reporting import GhostEmitter
-from otel_mcp_cancel.outcome import (
-    GAVE_UP_CONNECTION_LOST,
-    AnswerKind,
-    HandlerEnd,
-    Verdict,
-    classify_task,
-    task_status,
-    undelivered_ghost,
-)
+from otel_mcp_cancel.outcome import GAVE_UP_CONNECTION_LOST, classify_task, task_status, undelivered_ghost
 from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.scheduler import SCHEDULER, Scheduled
+from otel_mcp_cancel.task_record import TaskRecord
 
 # Tasks followed at once, settled ones included (a late `tasks/cancel` is judged against them); oldest out.
 CAPACITY = 10_000
 TASK_SPAN_PREFIX = "task"
 TASK_ROLE = "task"  # names the stage in a contained fault's log line
-
-
-@dataclass(eq=False)
-class TaskRecord:
-    task_id: str
-    creation: RequestRecord  # the tools/call that created it: its tool, session and arguments, its metric fields
-    span: Span
-    work_watched: bool  # an engine's hook reports how the work ends
-    bound_to_session: bool  # the engine serves its result only to the session that created it
-    kept_elsewhere: bool = False  # its work and result are held by a store that outlives this process
-    work: HandlerEnd | None = None
-    status: str | None = None  # the terminal status, once reached
-    last_status: str | None = None  # the last status an event reported
-    result_pending: bool = False  # told `completed` with no result inline: only its result can say isError
-    is_tool_error: bool = False
-    outcome_seen: bool = False  # its caller was told how it ended: its result, or a terminal status polled
-    # A client's session ended before it learned how the task ended, and why: its own code left (caller), its
-    # last wait for the task was its own timeout (timeout), or the connection closed (GAVE_UP_CONNECTION_LOST).
-    gave_up: str | None = None
-    last_wait: str | None = None  # how the client's last request about the task ended unanswered, if it did
-    session_over: bool = False  # the creating session ended: a result it did not fetch is out of reach
-    expired: bool = False  # its result's time to live ran out before its caller was told
-    process_ended: bool = False  # the server's process is exiting: nothing in it waits any longer
-    ended: bool = False  # its span was ended here (an expiry's timer thread and the event loop may race to)
-    ghosted: bool = False  # a late cancel already counted its work as a ghost
-    announced: bool = False  # its creating answer was written: an engine may begin (and finish) it before
-    ttl: float | None = None  # seconds its result is kept, from its creating answer
-    expires_at: float | None = None  # when its result expires, once it finished unasked
-    verdict: Verdict | None = None
-    took: float | None = None  # seconds from the call to its terminal status
-    measured: bool = False  # its span named by its tool and its duration point recorded
-
-    @property
-    def settled(self) -> bool:
-        return self.verdict is not None
 
 
 class TaskTelemetry:
@@ -131,7 +69,7 @@ class TaskTelemetry:
         self._tracer = tracer
         self._began = began  # told as a task begins: the process's end now has a span to end
         self._record_duration = record_duration  # a point of the side's own operation-duration histogram
-        self._ghosts = ghosts  # the server reports ghosts; a client sees none
+        self.ghosts = ghosts  # the server reports ghosts; a client sees none
         self._cancelled_is_error = cancelled_is_error
         self._lock = threading.Lock()
         self._tasks: OrderedDict[str, TaskRecord] = OrderedDict()
@@ -191,7 +129,7 @@ class TaskTelemetry:
             return
         task.work = end
         if task.settled:
-            self._maybe_end(task)
+            self.maybe_end(task)
         elif end is HandlerEnd.INTERRUPTED:
             self._settle(task)  # nothing will store a terminal status for work that was stopped
 
@@ -200,12 +138,12 @@ class TaskTelemetry:
         task = self.find(task_id)
         if task is None or task.settled:
             return
-        status = self._noted(task, status, message)
+        status = self.noted(task, status, message)
         if status in TERMINAL_TASK_STATUSES:
             task.status, task.is_tool_error = status, is_tool_error
             self._settle(task)
 
-    def _noted(self, task: TaskRecord, status: object, message: object = None) -> str:
+    def noted(self, task: TaskRecord, status: object, message: object = None) -> str:
         """An event for a status the task was not known to have; returns the status, bounded."""
         status = task_status(status)
         if status != task.last_status:
@@ -215,46 +153,6 @@ class TaskTelemetry:
                 event[MCP_TASK_STATUS_MESSAGE] = bounded(message)
             task.span.add_event(EVENT_TASK_STATUS, event)
         return status
-
-    def observe(self, record: RequestRecord, verdict: Verdict) -> None:
-        """What a concluded request tells of a task: the creation itself, or a `tasks/*` request naming one."""
-        if record.task_id is None:
-            return
-        if record.method == TOOLS_CALL:
-            if verdict.task_status is not None:
-                task = self.begin(record, record.task_id, work_watched=False)
-                task.announced, task.ttl = True, record.task_ttl  # an engine hook may have begun it earlier
-                if task.settled:  # it finished before its creating request was concluded
-                    self._name_and_measure(task)
-                self.reached(task.task_id, verdict.task_status)
-                self._maybe_end(task)
-            return
-        found = self.find(record.task_id)
-        if found is None:
-            return
-        task = found
-        record.span.add_link(task.span.get_span_context())
-        answered = record.answer is not None and record.answer.kind is AnswerKind.RESULT
-        if record.method == TASKS_CANCEL:
-            self._cancel_answered(task, record, accepted=answered)
-        elif record.method == TASKS_RESULT and record.answer is not None:
-            if answered and not task.work_watched:  # 2025-11-25: the payload is what the call would have answered
-                self.reached(task.task_id, TASK_COMPLETED, is_tool_error=is_tool_error(record.result))
-            self._seen(task)  # its result, or its failure
-        elif record.method == TASKS_GET and answered:
-            self._polled(task, record.result)
-
-    def answered(self, record: RequestRecord) -> None:
-        """A `tasks/*` request's result is being written: a caller told its task finished knows it as of now,
-        whatever it sends next (this request is concluded later)."""
-        task = self.find(record.task_id)
-        if task is None:
-            return
-        told = record.method == TASKS_RESULT or (
-            record.method == TASKS_GET and message_field(record.result, "status") in (TASK_COMPLETED, TASK_FAILED)
-        )
-        if told:
-            self._seen(task)
 
     def gave_up(self, session: object, connection_lost: bool) -> None:
         """A client session ended: its tasks not yet settled end as what its caller got. Its own code leaving, or
@@ -275,7 +173,7 @@ class TaskTelemetry:
 
     def _give_up(self, task: TaskRecord, why: str) -> None:
         """A client's task ends unsettled, as its caller got it (`why`: caller | timeout | connection lost)."""
-        self._settle_pending(task)  # it was told the task completed; it never read how
+        self.settle_pending(task)  # it was told the task completed; it never read how
         if task.settled:
             return
         task.gave_up = why
@@ -283,59 +181,7 @@ class TaskTelemetry:
             task.span.set_attribute(TOOL_CANCEL_REASON, why)
         self._settle(task)
 
-    def waited(self, record: RequestRecord, verdict: Verdict) -> None:
-        """A client's request about a task (its creation, or a `tasks/*` one) ended: how, when unanswered."""
-        task = self.find(record.task_id) if record.task_id is not None else None
-        if task is None or task.settled:
-            return
-        if verdict.outcome == OUTCOME_CANCELLED and record.cancel_reason is not None:
-            task.last_wait = record.cancel_reason  # its own: timeout | caller
-        elif verdict.error_type == ERROR_TYPE_CONNECTION_CLOSED:
-            task.last_wait = GAVE_UP_CONNECTION_LOST
-        else:
-            task.last_wait = None
-
-    def _polled(self, task: TaskRecord, polled: object) -> None:
-        """A `tasks/get` answer: the task's status (when no engine hook tells better). A caller told that its
-        task finished (completed or failed; on the 2026-07-28 extension with the result inline) knows the
-        work happened."""
-        status = message_field(polled, "status")
-        inline = message_field(polled, "result")
-        if not task.work_watched and status == TASK_COMPLETED and inline is None:
-            # 2025-11-25: `completed` says the work ended, not how; its result (`tasks/result`) settles it.
-            self._noted(task, status)
-            task.result_pending = True
-        elif not task.work_watched:
-            self.reached(
-                task.task_id,
-                status,
-                is_tool_error=inline is not None and message_field(inline, "isError") is True,
-                message=message_field(polled, "statusMessage"),
-            )
-        if status in (TASK_COMPLETED, TASK_FAILED):
-            self._seen(task)
-
-    def _seen(self, task: TaskRecord) -> None:
-        task.outcome_seen = True
-        self._maybe_end(task)
-
-    def _cancel_answered(self, task: TaskRecord, record: RequestRecord, *, accepted: bool) -> None:
-        self._settle_pending(task)  # told it completed: a cancel now comes after its end
-        if task.settled:
-            # The caller believes it stopped work that had already happened (2025-11-25 rejects it; the
-            # 2026-07-28 extension acknowledges it).
-            handler_outcome = undelivered_ghost(task.status, task.work, task.outcome_seen or task.ghosted)
-            if handler_outcome is not None and self._ghosts is not None:
-                task.ghosted = True
-                self._ghosts.task_ghost(task.creation, record.span, handler_outcome, GHOST_KIND_TASK_CANCEL_LATE,
-                                        "the caller cancelled after the task had finished")
-                self._maybe_end(task)
-        elif accepted and (status := message_field(record.result, "status")) is not None:
-            # 2025-11-25 answers with the task's status; the 2026-07-28 extension's empty acknowledgement is
-            # best-effort, and the next status the caller is told decides.
-            self.reached(task.task_id, status)
-
-    def _settle_pending(self, task: TaskRecord) -> None:
+    def settle_pending(self, task: TaskRecord) -> None:
         """Settle a task its caller was told had completed, before anything that would settle it otherwise."""
         if task.result_pending and not task.settled:
             self.reached(task.task_id, TASK_COMPLETED)
@@ -348,10 +194,10 @@ class TaskTelemetry:
         task.took = time.perf_counter() - task.creation.started
         conclusion.describe(task.span, dict(verdict_attributes(TOOLS_CALL, verdict)), verdict, TASK_ROLE)
         if task.announced:
-            self._name_and_measure(task)
-        self._maybe_end(task)
+            self.name_and_measure(task)
+        self.maybe_end(task)
 
-    def _name_and_measure(self, task: TaskRecord) -> None:
+    def name_and_measure(self, task: TaskRecord) -> None:
         """Name a settled task's span by its tool and record its duration point, once its creating request was
         concluded: only then is it known whether the server serves that tool (else both say _OTHER)."""
         if task.measured:
@@ -375,10 +221,10 @@ class TaskTelemetry:
         with self._lock:
             ended = [task for task in self._tasks.values() if task.creation.in_session is session]
         for task in ended:
-            self._settle_pending(task)
+            self.settle_pending(task)
         for task in [task for task in ended if task.bound_to_session or every_task]:
             task.session_over = True
-            self._maybe_end(task)
+            self.maybe_end(task)
 
     def process_ending(self) -> None:
         """The server's process is exiting (its exit hooks run before the OpenTelemetry SDK's, which export
@@ -394,7 +240,7 @@ class TaskTelemetry:
                 if not task.settled and not task.kept_elsewhere:
                     self._settle(task)
                 else:
-                    self._maybe_end(task)
+                    self.maybe_end(task)
             if task.span.is_recording():
                 task.span.end()  # kept elsewhere, or never announced
 
@@ -427,9 +273,9 @@ class TaskTelemetry:
         with self._lock:
             self._expiring.pop(task.task_id, None)
         task.expired = True
-        self._maybe_end(task)
+        self.maybe_end(task)
 
-    def _maybe_end(self, task: TaskRecord) -> None:
+    def maybe_end(self, task: TaskRecord) -> None:
         """End the task's span once its verdict and its work are known, and (server) once its caller was told
         how it ended, or can no longer be: its session ended (where the engine serves a task only to its
         own session) or its result expired, or the process ends."""
@@ -438,7 +284,7 @@ class TaskTelemetry:
             return
         lost = task.session_over or task.expired or (task.process_ended and not task.kept_elsewhere)
         delivered = task.outcome_seen or task.ghosted or lost
-        waits = self._ghosts is not None and (task.bound_to_session or task.ttl is not None)
+        waits = self.ghosts is not None and (task.bound_to_session or task.ttl is not None)
         if waits and not delivered and undelivered_ghost(task.status, task.work, False):
             if task.ttl is not None and task.expires_at is None:
                 task.expires_at = time.monotonic() + task.ttl  # kept from its terminal status, as stores do
@@ -459,6 +305,6 @@ class TaskTelemetry:
                          if task.expired
                          else (GHOST_KIND_TASK_PROCESS_ENDED, "the server's process ended before its caller was told "
                                "the task ended"))
-        if ghost is not None and self._ghosts is not None:
-            self._ghosts.task_ghost(task.creation, task.span, ghost, kind, why)
+        if ghost is not None and self.ghosts is not None:
+            self.ghosts.task_ghost(task.creation, task.span, ghost, kind, why)
         conclusion.end(task.span, TASK_ROLE)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from otel_mcp_cancel.answers import Answer, HandlerEnd
 from otel_mcp_cancel.conventions import TOOL_ERROR_DESCRIPTION as TOOL_ERROR
 from otel_mcp_cancel.conventions import UNANSWERED_DESCRIPTION as UNANSWERED
 from otel_mcp_cancel.outcome import (
     GAVE_UP_CONNECTION_LOST,
-    Answer,
-    HandlerEnd,
     Verdict,
     classify,
     classify_subscription,

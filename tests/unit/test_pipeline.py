@@ -16,11 +16,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_mcp_cancel.answers import Answer, HandlerEnd
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import GHOST_KIND_CROSSED
 from otel_mcp_cancel.instruments import create_instruments
 from otel_mcp_cancel.liveness import Recording
-from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_telemetry import SpanOptions
 from otel_mcp_cancel.retries import RecentCalls
 from otel_mcp_cancel.server_telemetry import ServerTelemetry

@@ -7,6 +7,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_mcp_cancel.answers import Answer
 from otel_mcp_cancel.attributes import bounded
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, MCP_SESSION_ID, NETWORK_TRANSPORT
 from otel_mcp_cancel.faults import contained, fault
@@ -14,7 +15,6 @@ from otel_mcp_cancel.hooks import client_transports
 from otel_mcp_cancel.hooks.capabilities import CLIENT_SESSIONS, TRANSPORT_FAILURES
 from otel_mcp_cancel.hooks.observations import HookSet, arg, connection_lost
 from otel_mcp_cancel.hooks.wrapping import Hook
-from otel_mcp_cancel.outcome import Answer
 from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.session_telemetry import SessionRecord, note_destination
 

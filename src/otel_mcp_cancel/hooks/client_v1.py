@@ -16,7 +16,7 @@ import anyio
 import wrapt
 from opentelemetry.propagate import inject
 
-from otel_mcp_cancel.attributes import is_tool_error
+from otel_mcp_cancel.answers import Answer, error_answer
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT
 from otel_mcp_cancel.faults import contained, fault
@@ -32,7 +32,7 @@ from otel_mcp_cancel.hooks.observations import (
 )
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
-from otel_mcp_cancel.outcome import Answer, error_answer
+from otel_mcp_cancel.messages import is_tool_error
 from otel_mcp_cancel.serving import Serving
 
 # 1.x reports its own read timeout as an HTTP-like 408, which no JSON-RPC peer sends.

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 from opentelemetry.trace import NonRecordingSpan, SpanKind
 
-from otel_mcp_cancel.attributes import is_tool_error
+from otel_mcp_cancel.answers import Answer, error_answer
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import CANCEL_REASON_CALLER, CANCEL_REASON_TIMEOUT, JSONRPC_REQUEST_ID
 from otel_mcp_cancel.faults import contained, fault
@@ -23,7 +23,7 @@ from otel_mcp_cancel.hooks.client_side import ClientHooks
 from otel_mcp_cancel.hooks.observations import arg, note_result
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
-from otel_mcp_cancel.outcome import Answer, error_answer
+from otel_mcp_cancel.messages import is_tool_error
 from otel_mcp_cancel.request_state import current_client_record
 from otel_mcp_cancel.serving import Serving
 

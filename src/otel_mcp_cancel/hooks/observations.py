@@ -9,14 +9,8 @@ from typing import Any, NamedTuple
 
 import anyio
 
-from otel_mcp_cancel.attributes import (
-    bounded,
-    http_protocol,
-    is_mapping,
-    is_tool_error,
-    message_field,
-    model_values,
-)
+from otel_mcp_cancel.answers import Answer, HandlerEnd
+from otel_mcp_cancel.attributes import bounded, http_protocol
 from otel_mcp_cancel.conventions import (
     CLIENT_ADDRESS,
     CLIENT_PORT,
@@ -30,7 +24,8 @@ from otel_mcp_cancel.conventions import (
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
-from otel_mcp_cancel.outcome import Answer, HandlerEnd, task_status
+from otel_mcp_cancel.messages import is_mapping, is_tool_error, message_field, model_values
+from otel_mcp_cancel.outcome import task_status
 from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.stdio_wire import StdioWire
 

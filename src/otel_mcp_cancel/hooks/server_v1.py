@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from otel_mcp_cancel import tool_registry
+from otel_mcp_cancel.answers import Answer, HandlerEnd
 from otel_mcp_cancel.attributes import camel_case
 from otel_mcp_cancel.conventions import INITIALIZE, TOOLS_LIST
 from otel_mcp_cancel.faults import contained, fault
@@ -47,7 +48,6 @@ from otel_mcp_cancel.hooks.observations import (
 )
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
-from otel_mcp_cancel.outcome import Answer, HandlerEnd
 from otel_mcp_cancel.request_state import LIVE, RequestRecord
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 from otel_mcp_cancel.serving import Serving

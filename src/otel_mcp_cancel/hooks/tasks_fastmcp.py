@@ -29,13 +29,13 @@ from typing import Any
 
 from opentelemetry import trace
 
-from otel_mcp_cancel.attributes import is_tool_error
+from otel_mcp_cancel.answers import HandlerEnd
 from otel_mcp_cancel.client_telemetry import ClientTelemetry
 from otel_mcp_cancel.conventions import TASK_CANCELLED, TASK_COMPLETED, TASK_FAILED, TASK_INPUT_REQUIRED, TOOLS_CALL
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks.observations import HookSet, arg
 from otel_mcp_cancel.hooks.wrapping import Hook
-from otel_mcp_cancel.outcome import HandlerEnd
+from otel_mcp_cancel.messages import is_tool_error
 from otel_mcp_cancel.package import TASKS_EXTENSION
 from otel_mcp_cancel.request_state import current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry

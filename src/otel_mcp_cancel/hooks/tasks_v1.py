@@ -18,13 +18,13 @@ from typing import Any
 
 from opentelemetry import trace
 
-from otel_mcp_cancel.attributes import message_field
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks import sdk_v1 as sdk
 from otel_mcp_cancel.hooks.capabilities import TASKS_V1
 from otel_mcp_cancel.hooks.observations import HookSet, arg, created_task, is_tool_error, observed
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
+from otel_mcp_cancel.messages import message_field
 from otel_mcp_cancel.request_state import current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
