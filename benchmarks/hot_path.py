@@ -184,6 +184,10 @@ class DroppedSpans(logging.Handler):
         self.count += "dropping" in record.getMessage()
 
 
+# The client and the server, as each names itself in `initialize`: on the other end's spans and metrics.
+IMPLEMENTATIONS = (("hot-path-client", "1.0"), ("hot-path", "1.0"))
+
+
 class Floor:
     """The SDK's own work for one tools/call: 2 spans and 2 histogram records, with our attributes, in the order
     an instrumentation makes them: the CLIENT span starts, the SERVER span starts, the SERVER span gets its
@@ -218,11 +222,18 @@ class Floor:
         self._server_token: Any = None
 
     def negotiated(self, protocol_version: str) -> None:
-        """The session's protocol version, which ours record as each span ends and on its metric. The metric's
-        attributes are the same on every call: made once, as ours are."""
-        self._outcome = {"mcp.protocol.version": protocol_version, "tool.outcome": "ok"}
-        self._metric = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
-                        "gen_ai.tool.name": "echo", **self._outcome}
+        """The session's protocol version, which ours record as each span ends and on its metric, with each
+        end's peer as it named itself (`IMPLEMENTATIONS`). The metrics' attributes are the same on every call:
+        made once, as ours are."""
+        (client, client_version), (server, server_version) = IMPLEMENTATIONS
+        version = {"mcp.protocol.version": protocol_version}
+        self._server_outcome = {**version, "mcp.client.name": client, "mcp.client.version": client_version,
+                                "tool.outcome": "ok"}
+        self._client_outcome = {**version, "mcp.server.name": server, "mcp.server.version": server_version,
+                                "tool.outcome": "ok"}
+        call = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "echo"}
+        self._server_metric = {**call, **version, "mcp.client.name": client, "tool.outcome": "ok"}
+        self._client_metric = {**call, **version, "mcp.server.name": server, "tool.outcome": "ok"}
 
     def client_starts(self) -> None:
         self._request = {
@@ -251,15 +262,15 @@ class Floor:
 
     def server_ends(self) -> None:
         server = self._server
-        server.set_attributes(self._outcome)
-        self._server_duration.record(0.001, self._metric)  # in its span's context, current: its exemplar, as ours
+        server.set_attributes(self._server_outcome)
+        self._server_duration.record(0.001, self._server_metric)  # in its span's context: its exemplar, as ours
         server.end()
         self._detach(self._server_token)
 
     def client_ends(self) -> None:
         client = self._client
-        client.set_attributes(self._outcome)
-        self._client_duration.record(0.001, self._metric)
+        client.set_attributes(self._client_outcome)
+        self._client_duration.record(0.001, self._client_metric)
         client.end()
         self._detach(self._client_token)
 
@@ -350,7 +361,7 @@ async def traffic_block(
         from mcp.server.mcpserver import MCPServer as Server
     except ImportError:  # mcp 1.x
         from mcp.server.fastmcp import FastMCP as Server
-    server = Server("hot-path", log_level="WARNING")  # 1.x logs every request at INFO: noise, not work
+    server = Server(IMPLEMENTATIONS[1][0], log_level="WARNING")  # 1.x logs each request at INFO: noise, not work
 
     @server.tool()
     async def echo(text: str) -> str:
@@ -405,6 +416,10 @@ async def traffic_block(
         return seconds
 
     lowlevel = getattr(server, "_lowlevel_server", None) or server._mcp_server
+    lowlevel.version = IMPLEMENTATIONS[1][1]
+    from mcp.types import Implementation
+
+    client_info = Implementation(name=IMPLEMENTATIONS[0][0], version=IMPLEMENTATIONS[0][1])
     if floor is not None:
         serve_with_floor(lowlevel, floor)
     def transport(read: Any, write: Any) -> Any:
@@ -425,12 +440,12 @@ async def traffic_block(
                 async def streams() -> Any:
                     yield client_read, client_write
 
-                async with Client(streams(), mode="legacy") as session:
+                async with Client(streams(), mode="legacy", client_info=client_info) as session:
                     seconds = await timed(session, session.protocol_version)
             else:
                 from mcp import ClientSession
 
-                async with ClientSession(client_read, client_write) as session:
+                async with ClientSession(client_read, client_write, client_info=client_info) as session:
                     initialized = await session.initialize()
                     seconds = await timed(session, initialized.protocolVersion)
             tg.cancel_scope.cancel()

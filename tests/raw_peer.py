@@ -135,6 +135,7 @@ class RawPeer:
     async def initialize(self) -> None:
         client = {"protocolVersion": REQUESTED_PROTOCOL_VERSION, "capabilities": {}}
         answer = await self.call("init", "initialize", {**client, "clientInfo": {"name": "raw", "version": "0"}})
+        self.named = {"mcp.client.name": "raw", "mcp.client.version": "0"}  # on the server's spans from now on
         self.protocol_version = answer.result["protocolVersion"]
         await self.notify("notifications/initialized")
 

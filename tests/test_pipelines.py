@@ -268,6 +268,12 @@ async def check_every_query(prometheus: Prometheus, sink: OtlpSink) -> None:
     assert values(prometheus.query(recent_ghosts), "tool_ghost_risk") == {("unsafe",): 1.0}
     assert values(prometheus.query(recent_retries), "tool_ghost_risk") == {("unsafe",): 1.0}
 
+    # Which host cancels most: the calls' client, as it named itself in initialize.
+    cancels_by_client, calls_by_client = dashboard["Cancels by client, next to its calls (since the server started)"]
+    cancelled_calls = sum(count for (_, outcome), count in expected.items() if outcome == "cancelled")
+    assert values(prometheus.query(cancels_by_client), "mcp_client_name") == {("raw",): cancelled_calls}
+    assert values(prometheus.query(calls_by_client), "mcp_client_name") == {("raw",): sum(expected.values())}
+
     for quantile in dashboard["tools/call duration by outcome, p50 and p95 (seconds)"]:
         by_outcome = values(prometheus.query(quantile), "tool_outcome")
         assert {("ok",), ("failed",)} <= set(by_outcome) <= {(o,) for o in conventions.OUTCOMES}

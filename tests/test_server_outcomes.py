@@ -38,6 +38,7 @@ def tools_call_attributes(peer: RawPeer, request_id: str, tool: str, outcome: st
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
         "mcp.protocol.version": peer.protocol_version,
+        **peer.named,
         "tool.outcome": outcome,
         **extra,
     }
@@ -106,6 +107,7 @@ async def test_ok(framework, captured) -> None:
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "echo",
         "mcp.protocol.version": peer.protocol_version,
+        "mcp.client.name": "raw",  # the peer's name, bounded
         "tool.outcome": "ok",
     }
     assert point.attributes["tool.outcome"] == span.attributes["tool.outcome"]
@@ -163,6 +165,7 @@ async def test_invalid_params_is_failed_but_the_callers_fault(framework, capture
         "jsonrpc.request.id": "13",
         "gen_ai.operation.name": "execute_tool",
         "mcp.protocol.version": peer.protocol_version,
+        **peer.named,
         "tool.outcome": "failed",
         "error.type": "-32602",
         "rpc.response.status_code": "-32602",
@@ -184,6 +187,7 @@ async def test_unknown_method_is_unset(framework, captured) -> None:
         "mcp.method.name_original": "no/such/method",
         "jsonrpc.request.id": "14",
         "mcp.protocol.version": peer.protocol_version,
+        **peer.named,
         "error.type": str(code),
         "rpc.response.status_code": str(code),
     }
@@ -340,6 +344,7 @@ async def test_other_methods_get_cancel_and_ghost_handling_without_tool_outcome(
         "jsonrpc.request.id": "50",
         "mcp.resource.uri": "notes://today",
         "mcp.protocol.version": peer.protocol_version,
+        **peer.named,
         "tool.handler_outcome": "ok",
         "tool.ghost_risk": "none", "tool.ghost_kind": "suppressed",
     }

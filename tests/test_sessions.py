@@ -47,7 +47,8 @@ async def test_every_session_is_measured_once_when_it_ends(framework, captured) 
             assert is_result(await peer.call(1, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
     await until(lambda: len(LIVE_SESSIONS) == 0)
     (point,) = captured.points(SESSION_DURATION)
-    assert dict(point.attributes) == {"mcp.protocol.version": peer.protocol_version}  # memory: no transport
+    # Memory streams: no transport; the client's name, as it named itself in initialize (bounded).
+    assert dict(point.attributes) == {"mcp.protocol.version": peer.protocol_version, "mcp.client.name": "raw"}
     assert point.count == 3
     assert list(point.explicit_bounds) == list(SESSION_DURATION_BUCKETS)
 
@@ -76,7 +77,8 @@ async def test_a_transport_closed_under_a_request_ends_its_session_once(framewor
             await until(lambda: len(captured.points(SESSION_DURATION)) == 1)
     (point,) = captured.points(SESSION_DURATION)
     ended_by = {"error.type": error_type(crashes[0])} if crashes else {}
-    assert dict(point.attributes) == {"mcp.protocol.version": peer.protocol_version, **ended_by}
+    assert dict(point.attributes) == {"mcp.protocol.version": peer.protocol_version, "mcp.client.name": "raw",
+                                      **ended_by}
     assert point.count == 1 and len(LIVE_SESSIONS) == 0
 
 
@@ -112,7 +114,7 @@ async def test_over_stdio_the_session_is_a_pipe(sink: OtlpSink, tmp_path: Path) 
     await until(lambda: sink.latest_points(SESSION_DURATION) != [], seconds=30)  # flushed as the server exits
     (point,) = sink.latest_points(SESSION_DURATION)
     # The convention's session attributes: no network.transport (stdio has no network.protocol.name).
-    assert point.attributes == {"mcp.protocol.version": peer.protocol_version}
+    assert point.attributes == {"mcp.protocol.version": peer.protocol_version, "mcp.client.name": "raw"}
     assert point.value == 1
 
 
@@ -174,7 +176,8 @@ async def test_over_stdio_an_answer_whose_write_failed_reached_nobody(
 def assert_http_sessions(sink: OtlpSink, peer: Any, sessions: int) -> None:
     """The server's one session-duration series over HTTP/1.1, counting `sessions` sessions."""
     (point,) = sink.latest_points(SESSION_DURATION)
-    assert point.attributes == {"mcp.protocol.version": peer.protocol_version, "network.protocol.name": "http"}
+    assert point.attributes == {"mcp.protocol.version": peer.protocol_version, "network.protocol.name": "http",
+                                "mcp.client.name": "raw"}
     assert point.value == sessions
 
 
@@ -196,6 +199,8 @@ async def test_over_streamable_http_every_request_names_its_session_and_its_peer
         assert span.attributes["network.protocol.version"] == "1.1"
         assert span.attributes["client.address"] == "127.0.0.1"
         assert isinstance(span.attributes["client.port"], int)
+        # The client as it named itself in its session's initialize, on every request of the session.
+        assert (span.attributes["mcp.client.name"], span.attributes["mcp.client.version"]) == ("raw", "0")
     # The session id comes with every request after initialize (the server assigns it in its answer).
     initializes = [s for s in requests if s.attributes["mcp.method.name"] == "initialize"]
     assert len(initializes) == 2 and all("mcp.session.id" not in s.attributes for s in initializes)
@@ -241,8 +246,11 @@ async def test_the_client_measures_each_of_its_sessions(captured, sink: OtlpSink
     assert len(LIVE_SESSIONS) == 0
     # Over stdio and memory streams alike: the negotiated version (read from initialize's answer on 1.x, which
     # keeps none), no network.transport (not a session attribute in the convention), no server address.
-    (point,) = captured.points(CLIENT_SESSION)
-    assert (point.count, dict(point.attributes)) == (3, {"mcp.protocol.version": NEGOTIATED})
+    # By the server's name, as it named itself in initialize's answer: the stdio server twice, the other once.
+    counts = {point.attributes.get("mcp.server.name"): (point.count, dict(point.attributes))
+              for point in captured.points(CLIENT_SESSION)}
+    assert counts == {name: (count, {"mcp.protocol.version": NEGOTIATED, "mcp.server.name": name})
+                      for name, count in (("gated-notes", 2), ("notes", 1))}
 
 
 async def test_client_spans_name_the_session_the_server_gave(captured, sink: OtlpSink, tmp_path: Path) -> None:
@@ -266,7 +274,12 @@ async def test_client_spans_name_the_session_the_server_gave(captured, sink: Otl
     assert sent_point.attributes["mcp.protocol.version"] == NEGOTIATED
     (session,) = captured.points(CLIENT_SESSION)
     assert dict(session.attributes) == {"mcp.protocol.version": NEGOTIATED, "network.protocol.name": "http",
-                                        "server.address": "127.0.0.1", "server.port": server.port}
+                                        "server.address": "127.0.0.1", "server.port": server.port,
+                                        "mcp.server.name": "gated-notes"}
+    # The server as it named itself, on the client's spans from initialize's own on; its name on the metric.
+    for span in (initialize, sent):
+        assert span.attributes["mcp.server.name"] == "gated-notes"
+    assert sent_point.attributes["mcp.server.name"] == "gated-notes"
 
 
 async def test_a_caller_that_hung_up_gave_up_and_work_finished_after_is_a_ghost(

@@ -101,7 +101,7 @@ async def test_the_call_in_flight_when_the_host_stops_the_server_is_exported_as_
     assert tool_points(sink, tool) == {"cancelled": 1}
     # The session ended as its caller hung up, normally (no error.type): measured then, once, before the kill.
     (session,) = sink.latest_points("mcp.server.session.duration")
-    assert (session.attributes, session.value) == ({"mcp.protocol.version": "2025-06-18"}, 1)
+    assert (session.attributes, session.value) == ({"mcp.protocol.version": "2025-06-18", "mcp.client.name": "host"}, 1)
     assert not (tmp_path / "never.md").exists()
     if uninterruptible:
         assert process.returncode == -signal.SIGTERM  # killed, as the host kills it: what was exported is all
@@ -199,5 +199,5 @@ async def test_a_call_blocking_the_event_loop_when_the_host_stops_the_server_is_
     assert_cancelled_as_its_caller_left(span)
     assert tool_points(sink, "blocking_insert") == {"cancelled": 1}
     (session,) = sink.latest_points("mcp.server.session.duration")
-    assert (session.attributes, session.value) == ({"mcp.protocol.version": "2025-06-18"}, 1)
+    assert (session.attributes, session.value) == ({"mcp.protocol.version": "2025-06-18", "mcp.client.name": "host"}, 1)
     assert process.returncode == -signal.SIGTERM and not (tmp_path / "rows").exists()

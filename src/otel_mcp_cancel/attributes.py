@@ -182,6 +182,7 @@ def metric_attributes(
     protocol_version: str | None,
     network_transport: str | None,
     http_version: str | None,
+    peer: tuple[str, str] | None = None,
     outcome: tuple[tuple[str, Any], ...] = (),
 ) -> dict[str, Any]:
     """The allow-listed, low-cardinality attributes every metric of a request shares, and a verdict's.
@@ -202,6 +203,8 @@ def metric_attributes(
         attributes[NETWORK_TRANSPORT] = network_transport
     if http_version is not None:
         attributes.update(http_protocol(http_version))
+    if peer is not None:  # the peer's name, folded (`peers.Peer.metric_attribute`)
+        attributes[peer[0]] = peer[1]
     attributes.update(outcome)
     return attributes
 

@@ -218,3 +218,13 @@ CALLER_FAULT_CODES = frozenset({-32700, -32600, -32601, -32602, -32002, -32020, 
 MAX_ATTRIBUTE_LENGTH = 256
 # Captured tool arguments and results (opt-in) are cut to this many characters.
 MAX_CONTENT_LENGTH = 4096
+
+# The peer's implementation, as the `initialize` exchange (or, from 2026-07-28, a request's or result's `_meta`)
+# names it: the client's on a server's spans, the server's on a client's. Names of the open proposal for MCP's
+# conventions (semantic-conventions-genai#437), not yet in them: listed as deviations in the conformance test.
+MCP_CLIENT_NAME = "mcp.client.name"
+MCP_CLIENT_VERSION = "mcp.client.version"
+MCP_SERVER_NAME = "mcp.server.name"
+MCP_SERVER_VERSION = "mcp.server.version"
+CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
+SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo"

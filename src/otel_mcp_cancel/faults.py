@@ -73,15 +73,16 @@ def fault(activity: str) -> None:
                        "themselves are unaffected", activity, repeats, extra={FAULT_ATTRIBUTE: activity})
 
 
-def lost(capability: str, why: str) -> None:
+def lost(capability: str, why: str, where: str = "on this release") -> None:
     """The installed library no longer offers what the plugin observes `capability` by (`why`: a target missing,
-    or of another shape): one WARNING a capability; the rest keeps working."""
+    or of another shape), or (`where`: in this process) another library hides it: one WARNING a capability; the
+    rest keeps working."""
     with _lock:
         first = capability not in _lost
         _lost.add(capability)
     if first:
-        logger.warning("otel_mcp_cancel: %s: not observed on this release (%s); everything else is, as before",
-                       capability, why, extra={LOST_ATTRIBUTE: capability})
+        logger.warning("otel_mcp_cancel: %s: not observed %s (%s); everything else is, as before",
+                       capability, where, why, extra={LOST_ATTRIBUTE: capability})
 
 
 def reset() -> None:

@@ -21,6 +21,7 @@ from opentelemetry.trace import Span
 from otel_mcp_cancel.answers import Answer, AnswerKind, HandlerEnd
 from otel_mcp_cancel.attributes import metric_attributes
 from otel_mcp_cancel.conventions import OTHER
+from otel_mcp_cancel.peers import Peer
 from otel_mcp_cancel.session_telemetry import SessionRecord
 
 
@@ -67,6 +68,7 @@ class RequestRecord:
     protocol_version: str | None = None
     http_version: str | None = None  # the HTTP version it came over, if it did
     in_session: SessionRecord | None = None  # the session it was served (server) or sent (client) in
+    peer: Peer | None = None  # the peer that sent (server) or answered (client) it, as it named itself
     wire: AnswerWire | None = None  # served over stdio: the stdout its answer is written to
     server: Any = None  # the low-level server answering, to ask which tools it registered
     session: Any = None  # the connection or session it came on, to match retries
@@ -114,6 +116,7 @@ class RequestRecord:
             self.protocol_version,
             self.network_transport,
             self.http_version,
+            self.peer.metric_attribute if self.peer is not None else None,
             outcome,
         )
 

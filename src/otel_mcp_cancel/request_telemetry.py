@@ -17,7 +17,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram, MeterProvider
 from opentelemetry.trace import SpanKind, Tracer, TracerProvider
 
-from otel_mcp_cancel import conclusion
+from otel_mcp_cancel import conclusion, peers
 from otel_mcp_cancel.attributes import (
     bounded,
     captured_content,
@@ -115,6 +115,7 @@ class RequestTelemetry:
         self._names_final_at_start = self.names_target_at_start and self.known_methods is None
         self._caller_faults_unset = self.kind is SpanKind.SERVER  # see `classify`
         self.round_trips = InterimAnswers()
+        self.peers = peers.clients() if self.kind is SpanKind.SERVER else peers.servers()  # as they name themselves
         # What the side adds to a concluded request (`observers`), in order: set by the side.
         self.observers: tuple[Observer, ...] = ()
 
@@ -224,6 +225,8 @@ class RequestTelemetry:
                 attributes[MCP_PROTOCOL_VERSION] = record.protocol_version
             if record.task_id is not None:
                 attributes[MCP_TASK_ID] = record.task_id
+            if record.peer is not None:
+                attributes.update(record.peer.span_attributes)
             attributes.update(outcome)
         except Exception:
             fault(f"describing a {role} span")

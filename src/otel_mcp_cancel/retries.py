@@ -2,12 +2,10 @@
 server's session, for a ghost; a client, for a call it gave up on); and, across replicas, a fingerprint of each
 call that lets a store join them.
 
-Arguments are compared by a keyed BLAKE2b digest of their repr under a random
-key made when the process starts and never exported; no argument value is
-stored. A table
-(`memory.Memory`) holds at most CAPACITY calls, oldest out, and forgets a call
-once the window has passed. The fingerprint is an HMAC-SHA256 under a key the replicas share,
-cut to FINGERPRINT_LENGTH hex characters: exported, and never the arguments.
+Arguments are compared by the hash of their repr (Python's string hash: SipHash under the process's own random
+key), held in this process's memory only; no argument value is stored. A table (`memory.Memory`) holds at most
+CAPACITY calls, oldest out, and forgets a call once the window has passed. The fingerprint is an HMAC-SHA256
+under a key the replicas share, cut to FINGERPRINT_LENGTH hex characters: exported, and never the arguments.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import secrets
 from typing import Any, NamedTuple
 
 from opentelemetry.trace import SpanContext
@@ -47,7 +44,7 @@ class Remembered(NamedTuple):
     call_span_id: int  # the span id of the call itself (a ghost found later has a span of its own): no retry of itself
 
 
-CallKey = tuple[str, bytes]  # a tool, and a keyed digest of its arguments
+CallKey = tuple[str, int]  # a tool, and the hash of its arguments' repr
 
 
 class RecentCalls:
@@ -56,7 +53,6 @@ class RecentCalls:
 
     def __init__(self, window_seconds: float) -> None:
         self.window_seconds = window_seconds
-        self._key = secrets.token_bytes(32)
         self._calls: Memory[Remembered] = Memory(CAPACITY, CAPACITY, window_seconds)
 
     @property
@@ -64,11 +60,12 @@ class RecentCalls:
         """Whether any call is remembered: while none is, a caller need not even look (asked on every request)."""
         return self._calls.held
 
-    def key_of(self, tool: str, arguments: Any) -> CallKey:
+    @staticmethod
+    def key_of(tool: str, arguments: Any) -> CallKey:
         # Of the arguments' repr, not a canonical form: a retry comes from the same client, in the same session,
-        # which sends the same arguments the same way; and this is made for every answered call.
-        return tool, hashlib.blake2b(repr(arguments).encode("utf-8", "surrogatepass"), key=self._key,
-                                     digest_size=16).digest()
+        # which sends the same arguments the same way; and this is made for every answered call (a cancel may
+        # yet cross it), so by the cheapest keyed hash at hand.
+        return tool, hash(repr(arguments))
 
     def remember(self, scope: object, key: CallKey, span_context: SpanContext, label: str,
                  call_span_id: int | None = None) -> None:

@@ -19,6 +19,7 @@ from otel_mcp_cancel.attributes import KNOWN_METHODS, bounded, span_name
 from otel_mcp_cancel.conventions import (
     EVENT_CANCEL_RECEIVED,
     GHOST_KIND_CROSSED,
+    INITIALIZE,
     MCP_METHOD_NAME,
     NOTIFICATIONS_CANCELLED,
     PROMPTS_GET,
@@ -218,6 +219,13 @@ class ServerTelemetry(RequestTelemetry):
             span.end()
 
     def resolve(self, record: RequestRecord) -> None:
+        session = record.in_session
+        if session is not None and session.peer is not None:  # named in its `initialize`
+            record.peer = session.peer
+        else:  # its `initialize`, or a 2026-07-28 request (no session: each names its client)
+            record.peer = self.peers.named_in(record.method, record.params)
+            if session is not None and record.method == INITIALIZE:
+                session.peer = record.peer
         if not record.method_known and record.server is not None:
             record.method_known = tool_registry.serves_method(self.request_handlers(record.server), record.method)
         if record.method == PROMPTS_GET:

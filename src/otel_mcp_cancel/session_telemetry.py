@@ -36,6 +36,7 @@ from otel_mcp_cancel.conventions import (
     SERVER_PORT,
 )
 from otel_mcp_cancel.faults import contained
+from otel_mcp_cancel.peers import Peer
 
 
 @dataclass(eq=False)
@@ -46,6 +47,7 @@ class SessionRecord:
     over_stdio: bool = False  # a server's, over its process's stdin and stdout: its caller's end is the process's
     server: dict[str, Any] = field(default_factory=dict)  # a client's: the server's address and port
     measured: bool = False  # its duration point is recorded (a stdio server's, as its caller hung up)
+    peer: Peer | None = None  # its peer, as it named itself in `initialize`
 
 
 class LiveSessions:
@@ -111,6 +113,8 @@ def session_attributes(record: SessionRecord, error: BaseException | None) -> di
         attributes[MCP_PROTOCOL_VERSION] = bounded(record.protocol_version)
     if record.over_http:
         attributes[NETWORK_PROTOCOL_NAME] = NETWORK_PROTOCOL_HTTP
+    if record.peer is not None:
+        attributes[record.peer.metric_attribute[0]] = record.peer.metric_attribute[1]
     if error is not None:
         attributes[ERROR_TYPE] = error_type(error)
     return attributes

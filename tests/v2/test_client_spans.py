@@ -38,6 +38,7 @@ async def test_ok_and_failed_agree_and_share_one_trace(captured) -> None:
         "gen_ai.tool.name": "echo",
         "jsonrpc.request.id": client_span.attributes["jsonrpc.request.id"],
         "mcp.protocol.version": "2025-11-25",  # negotiated by initialize, as the server's span says too
+        "mcp.server.name": "notes",  # as the server named itself in initialize's answer
         "tool.outcome": "ok",
     }
     broken, _ = captured.client_and_server("tools/call broken")

@@ -128,7 +128,7 @@ def _session_id_getter(
         return streams[2]
     if transport_local is None:
         return None
-    transport = transport_local.of(getattr(getattr(context_manager, "gen", None), "ag_frame", None))
+    transport = transport_local.in_context_manager(context_manager)
     if transport is not None and hasattr(transport, "session_id"):
         return lambda: transport.session_id
     return None

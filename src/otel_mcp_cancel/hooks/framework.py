@@ -90,8 +90,10 @@ class FrameworkHooks(HookSet):
             def entered(manager: Any) -> None:
                 stdout = _transport_stdout(self.sdk.stdio_stdout, manager)
                 if stdout is None:
-                    lost(STDIO_DELIVERY, "the `stdio_server` entered holds no `stdout` to follow (another library "
-                         "may have wrapped it); its calls are concluded as their answers are handed to the transport")
+                    lost(STDIO_DELIVERY, "the `stdio_server` entered holds no `stdout` to follow, nor does any "
+                         "context manager another library wrapped it in; its calls are concluded as their answers "
+                         "are handed to the transport", where="in this process: another instrumentation's wrapper "
+                         "likely hides the transport")
                 else:
                     unfollow.append(follow(stdout, wire))
                 # Its caller's hang-up, seen even while a handler blocks the event loop.
@@ -161,14 +163,14 @@ class ObservedContext(wrapt.ObjectProxy):
 def _transport_stdout(local: Any, manager: Any) -> Any:
     """The stdout file object the SDK's entered `stdio_server` writes to (`local`: a local of its suspended
     generator, on both lines), or None."""
-    stdout = local.of(getattr(getattr(manager, "gen", None), "ag_frame", None))
+    stdout = local.in_context_manager(manager)
     return stdout if callable(getattr(stdout, "write", None)) and callable(getattr(stdout, "flush", None)) else None
 
 
 def _transport_stdin_fd(local: Any, manager: Any) -> int | None:
     """The file descriptor the SDK's entered `stdio_server` reads its caller from (`local`: its `stdin`, an
     anyio file around a text wrapper), or None."""
-    stdin = local.of(getattr(getattr(manager, "gen", None), "ag_frame", None))
+    stdin = local.in_context_manager(manager)
     fileno = getattr(getattr(stdin, "wrapped", None), "fileno", None)
     try:
         return fileno() if callable(fileno) else None

@@ -104,6 +104,22 @@ class Local(Reach):
             return None
         return frame.f_locals.get(self.name)
 
+    def in_context_manager(self, manager: Any, depth: int = 4) -> Any:
+        """Its value in the suspended generator behind an entered `asynccontextmanager`, or behind the ones other
+        libraries wrapped that one in (up to `depth` layers): a layer keeps the manager it entered on its own
+        suspended frame (its bound `__aexit__`), which the generator's referents hold."""
+        generator = getattr(manager, "gen", None)
+        for _ in range(depth):
+            frame = getattr(generator, "ag_frame", None)
+            if frame is None or not self.available:
+                return None
+            if frame.f_code is self.code:
+                return frame.f_locals.get(self.name)
+            import gc  # only where another library's layer stands in the way
+
+            generator = next(filter(None, map(_entered_generator, gc.get_referents(generator))), None)
+        return None
+
     def in_callers(self, frame: FrameType | None, depth: int = 8) -> Any:
         """Its value in the nearest of `frame`'s callers (within `depth`) that runs its function."""
         if not self.available:
@@ -114,6 +130,16 @@ class Local(Reach):
             if frame.f_code is self.code:
                 return frame.f_locals.get(self.name)
             frame = frame.f_back
+        return None
+
+
+def _entered_generator(referent: object) -> Any:
+    """The suspended generator of the context manager whose bound `__aexit__` a frame holds (`referent`), if it is
+    one: what `async with` keeps of the manager it entered."""
+    try:
+        generator = getattr(getattr(referent, "__self__", None), "gen", None)
+        return generator if getattr(generator, "ag_frame", None) is not None else None
+    except Exception:  # a proxy's attribute that raises: not a manager we follow
         return None
 
 
