@@ -98,6 +98,31 @@ def test_entry_point_loads_the_instrumentor() -> None:
     assert entry_point.load() is McpCancelInstrumentor
 
 
+def test_opentelemetry_instrument_loads_ours_ahead_of_every_instrumentor_once(monkeypatch, caplog) -> None:
+    """The pre-instrument entry point instruments (unless ours is disabled); the loader's own call for our entry
+    point then finds it done, without the base class's "already instrumented" warning; uninstrument undoes it."""
+    (early,) = [e for e in entry_points(group="opentelemetry_pre_instrument") if e.name == "mcp_cancel"]
+    instrumentor = McpCancelInstrumentor()
+    caplog.set_level(logging.WARNING)
+    for disabled in ("mcp_cancel", "requests, mcp_cancel", "*"):
+        monkeypatch.setenv("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", disabled)
+        early.load()()
+        assert not instrumentor.is_instrumented_by_opentelemetry
+    monkeypatch.setenv("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "requests")
+    early.load()()
+    try:
+        assert instrumentor.is_instrumented_by_opentelemetry
+        (ours,) = [e for e in entry_points(group="opentelemetry_instrumentor") if e.name == "mcp_cancel"]
+        ours.load()().instrument(skip_dep_check=True)  # as the loader calls it
+        assert instrumentor.is_instrumented_by_opentelemetry
+        assert [r.getMessage() for r in caplog.records if "instrument" in r.getMessage()] == []
+        instrumentor.instrument()  # a second call of the user's own: the base class's warning, as ever
+        assert [r.getMessage() for r in caplog.records] == ["Attempting to instrument while already instrumented"]
+    finally:
+        instrumentor.uninstrument()
+    assert not instrumentor.is_instrumented_by_opentelemetry
+
+
 def test_the_installed_package_carries_its_type_marker() -> None:
     """What was installed (CI installs the built wheel) tells type checkers the package is typed."""
     assert (importlib.resources.files("otel_mcp_cancel") / "py.typed").is_file()

@@ -268,6 +268,12 @@ async def check_every_query(prometheus: Prometheus, sink: OtlpSink) -> None:
     assert values(prometheus.query(recent_ghosts), "tool_ghost_risk") == {("unsafe",): 1.0}
     assert values(prometheus.query(recent_retries), "tool_ghost_risk") == {("unsafe",): 1.0}
 
+    (p95_by_tool,) = dashboard["tools/call p95 duration by tool (seconds)"]
+    by_tool = values(prometheus.query(p95_by_tool), "gen_ai_tool_name")
+    # A tool called in both rounds has an increase to measure; one called once may read NaN, as in Grafana.
+    assert {("echo",), ("broken",)} <= set(by_tool) <= {(tool,) for tool, _ in expected}
+    assert all(math.isfinite(by_tool[(tool,)]) for tool in ("echo", "broken"))
+
     # Which host cancels most: the calls' client, as it named itself in initialize.
     cancels_by_client, calls_by_client = dashboard["Cancels by client, next to its calls (since the server started)"]
     cancelled_calls = sum(count for (_, outcome), count in expected.items() if outcome == "cancelled")

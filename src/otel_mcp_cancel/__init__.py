@@ -52,8 +52,20 @@ class McpCancelInstrumentor(BaseInstrumentor):
     _telemetry: dict[str, Any] | None = None
     _generation = 0  # each instrument() its own: an import hook left from an earlier one does nothing
 
+    _loaded_early = False  # instrumented by `early_load`, before opentelemetry-instrument's loader got to it
+
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
+
+    def instrument(self, **kwargs: Any) -> Any:
+        if kwargs.pop("loaded_early", False):
+            result = super().instrument(**kwargs)
+            McpCancelInstrumentor._loaded_early = self._is_instrumented_by_opentelemetry
+            return result
+        if McpCancelInstrumentor._loaded_early and self._is_instrumented_by_opentelemetry:
+            McpCancelInstrumentor._loaded_early = False
+            return None  # the loader's own call for our entry point: done already, ahead of the others
+        return super().instrument(**kwargs)
 
     def _instrument(self, **kwargs: Any) -> None:
         self._config = config.read()
@@ -134,6 +146,7 @@ class McpCancelInstrumentor(BaseInstrumentor):
         return self._telemetry
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        McpCancelInstrumentor._loaded_early = False
         from otel_mcp_cancel.hooks import wrapping
 
         self._generation += 1  # an import after this one hooks nothing

@@ -1,0 +1,109 @@
+"""Beside the other instrumentations a process already runs (docs/co-tenancy.md). `opentelemetry-instrument` stops
+loading instrumentors at the first whose `instrument()` raises, as Traceloop's does on mcp 2.x: ours is loaded
+ahead of every instrumentor (`early_load`), so another's failure never leaves MCP uninstrumented; and the documented
+remedy, turning the failing one off, still works. Here with an instrumentor that fails as Traceloop's does, listed
+ahead of ours; with Traceloop itself where it is installed (the CI environment that installs it requires it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+from examples.otlp_sink import OtlpSink, exporter_environment
+from tests.subprocess_servers import call_over_pipe, instrumented_command, send_line
+from tests.support import until
+
+pytestmark = pytest.mark.anyio
+
+FAILING = "failing_instrumentation"
+TRACELOOP_REQUIRED = os.environ.get("COTENANCY_REQUIRED") == "traceloop"
+
+
+def failing_instrumentor(tmp_path: Path) -> Path:
+    """A distribution on its own path entry, ahead of site-packages (so its entry point is loaded before ours),
+    whose instrumentor raises as it instruments: what Traceloop's 0.62.4 does on mcp 2.x."""
+    root = tmp_path / "failing"
+    info = root / f"{FAILING}-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {FAILING}\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(f"[opentelemetry_instrumentor]\nfailing = {FAILING}:Failing\n")
+    (root / f"{FAILING}.py").write_text(
+        "from opentelemetry.instrumentation.instrumentor import BaseInstrumentor\n\n\n"
+        "class Failing(BaseInstrumentor):\n"
+        "    def instrumentation_dependencies(self):\n        return []\n\n"
+        "    def _instrument(self, **kwargs):\n        raise AttributeError('streamablehttp_client is gone')\n\n"
+        "    def _uninstrument(self, **kwargs):\n        pass\n")
+    return root
+
+
+def serve_one_call(tmp_path: Path, sink: OtlpSink, environment: dict[str, str]) -> str:
+    """The gated server over stdio under `opentelemetry-instrument` with `environment`: one tools/call, then its
+    caller leaves. Returns what the process logged on stderr."""
+    process = subprocess.Popen(instrumented_command(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, **exporter_environment(sink.endpoint), **environment})
+    try:
+        send_line(process, {"id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "host", "version": "0"}}})
+        assert json.loads(process.stdout.readline())["id"] == 0
+        send_line(process, {"method": "notifications/initialized"})
+        assert "error" not in call_over_pipe(process, 1, "echo", {"text": "hi"})
+        process.stdin.close()  # its caller leaves: it exits, exporting what it has
+        process.wait(timeout=60)
+        return process.stderr.read()
+    finally:
+        process.kill()
+
+
+def off(path: str, instrumentations: str) -> dict[str, str]:
+    return {"PYTHONPATH": path, "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": instrumentations}
+
+
+def our_calls(sink: OtlpSink) -> list[str]:
+    return [span.attributes["tool.outcome"] for span in sink.server_spans("otel_mcp_cancel")
+            if span.name == "tools/call echo"]
+
+
+async def test_an_instrumentor_that_fails_ahead_of_ours_does_not_stop_ours(tmp_path: Path, sink: OtlpSink) -> None:
+    path = os.pathsep.join(filter(None, [str(failing_instrumentor(tmp_path)), os.environ.get("PYTHONPATH")]))
+    # The symptom: the loader stops at the failing instrumentor ("Instrumenting of failing failed"): ours was
+    # loaded ahead of it, and the call has its span and outcome.
+    # Traceloop's own entry point (`mcp`), where it is installed, is off here: this is about the loader.
+    stderr = serve_one_call(tmp_path, sink, off(path, "mcp"))
+    assert "Instrumenting of failing failed" in stderr
+    await until(lambda: our_calls(sink) == ["ok"], seconds=30)
+    # The remedy the docs give: the failing one turned off. Nothing fails; ours is there as before.
+    stderr = serve_one_call(tmp_path, sink, off(path, "mcp,failing"))
+    assert "Instrumenting of failing failed" not in stderr
+    await until(lambda: our_calls(sink) == ["ok", "ok"], seconds=30)
+    # Ours turned off is off, ahead of the loader too (the process has exported everything as it exited).
+    serve_one_call(tmp_path, sink, off(path, "mcp,failing,mcp_cancel"))
+    assert our_calls(sink) == ["ok", "ok"]
+
+
+@pytest.mark.skipif(find_spec("opentelemetry.instrumentation.mcp") is None and not TRACELOOP_REQUIRED,
+                    reason="Traceloop's opentelemetry-instrumentation-mcp is not installed")
+async def test_beside_traceloop(tmp_path: Path, sink: OtlpSink) -> None:
+    """On mcp 1.x, Traceloop's hooks and ours both work: ours records the call, and finds the stdio transport
+    Traceloop wrapped. On mcp 2.x Traceloop's instrumentor fails while it imports mcp, and the half-done import
+    it leaves behind is not one ours can hook (docs/co-tenancy.md): the documented remedy, turning it off,
+    gives ours back whole."""
+    from importlib.metadata import version
+
+    from tests.support import MCP_MAJOR
+
+    if MCP_MAJOR == 1:
+        stderr = serve_one_call(tmp_path, sink, {})
+        await until(lambda: our_calls(sink) == ["ok"], seconds=30)
+        assert "otel_mcp_cancel" not in stderr, stderr  # no capability of ours lost beside it
+        return
+    stderr = serve_one_call(tmp_path, sink, {})
+    assert "Instrumenting of mcp failed" in stderr, (version("opentelemetry-instrumentation-mcp"), stderr)
+    stderr = serve_one_call(tmp_path, sink, {"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "mcp"})
+    assert "Instrumenting of mcp failed" not in stderr and "otel_mcp_cancel" not in stderr, stderr
+    await until(lambda: our_calls(sink)[-1:] == ["ok"], seconds=30)
