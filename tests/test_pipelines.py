@@ -356,4 +356,4 @@ def test_the_shipped_stack_carries_exemplars_from_panel_to_trace() -> None:
     panels = json.loads(DASHBOARD.read_text())["panels"]
     ours = [target for panel in panels if panel["type"] == "timeseries" for target in panel["targets"]
             if "mcp_server_operation_duration_seconds" in target["expr"] or "tool_ghost_" in target["expr"]]
-    assert len(ours) == 6 and all(target.get("exemplar") is True for target in ours)
+    assert len(ours) == 7 and all(target.get("exemplar") is True for target in ours)
