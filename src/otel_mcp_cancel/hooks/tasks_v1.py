@@ -25,7 +25,7 @@ from otel_mcp_cancel.hooks.observations import HookSet, arg, created_task, is_to
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
 from otel_mcp_cancel.messages import message_field
-from otel_mcp_cancel.request_state import current_record
+from otel_mcp_cancel.request_state import NO_RECORD, current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 
 
@@ -54,7 +54,7 @@ class TaskHooksV1(HookSet):
 
         async def watched(task_context: Any) -> Any:
             """The user's work, in its task's span, its end noted. Starts after `run_task` returned."""
-            current_record.set(None)  # this task serves no request: the creating one is answered
+            current_record.set(NO_RECORD)  # this task serves no request: the creating one is answered
             task = tasks.find(task_context.task_id)
             if task is None:
                 return await work(task_context)
