@@ -25,6 +25,17 @@ if os.environ.get("GATED_SERVER_OWN_TELEMETRY"):
     trace.get_tracer("gated-server").start_span("gated-server started").end()
     metrics.get_meter("gated-server").create_counter("gated_server.started").add(1)
 
+if os.environ.get("GATED_SERVER_SENTRY"):
+    # Sentry's MCP integration beside ours, as a user runs both (tests/test_cotenancy.py, docs/co-tenancy.md): it
+    # patches the SDK's server classes as it starts. Its events go to a DSN nothing listens on.
+    import sentry_sdk
+    from sentry_sdk.integrations.mcp import MCPIntegration
+
+    sentry_sdk.init(dsn="http://public@127.0.0.1:9/1", integrations=[MCPIntegration()], traces_sample_rate=1.0,
+                    shutdown_timeout=0)
+    print(f"Sentry's MCPIntegration on: {sentry_sdk.get_client().get_integration(MCPIntegration) is not None}",
+          file=sys.stderr)
+
 vault = Path(sys.argv[1])
 transport = sys.argv[2] if len(sys.argv) > 2 else "stdio"
 port = int(sys.argv[3]) if len(sys.argv) > 3 else 0

@@ -21,7 +21,8 @@ from tests.support import until
 pytestmark = pytest.mark.anyio
 
 FAILING = "failing_instrumentation"
-TRACELOOP_REQUIRED = os.environ.get("COTENANCY_REQUIRED") == "traceloop"
+REQUIRED = set(os.environ.get("COTENANCY_REQUIRED", "").split(","))  # in CI's environments that install them
+TRACELOOP_REQUIRED = "traceloop" in REQUIRED
 
 
 def failing_instrumentor(tmp_path: Path) -> Path:
@@ -107,3 +108,63 @@ async def test_beside_traceloop(tmp_path: Path, sink: OtlpSink) -> None:
     stderr = serve_one_call(tmp_path, sink, {"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "mcp"})
     assert "Instrumenting of mcp failed" not in stderr and "otel_mcp_cancel" not in stderr, stderr
     await until(lambda: our_calls(sink)[-1:] == ["ok"], seconds=30)
+
+
+@pytest.mark.skipif(find_spec("sentry_sdk") is None and "sentry" not in REQUIRED, reason="sentry-sdk is not installed")
+async def test_beside_sentrys_mcp_integration(tmp_path: Path, sink: OtlpSink) -> None:
+    """Sentry's MCPIntegration patches the SDK's server classes as it starts; ours records the call as without it.
+    (CI runs the stdio and HTTP acceptance tests with it on in every server too: GATED_SERVER_SENTRY.)"""
+    sentry_alone = {"GATED_SERVER_SENTRY": "1", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "mcp"}
+    stderr = serve_one_call(tmp_path, sink, sentry_alone)
+    assert "Sentry's MCPIntegration on: True" in stderr, stderr
+    await until(lambda: our_calls(sink) == ["ok"], seconds=30)
+    assert "otel_mcp_cancel" not in stderr, stderr
+
+
+@pytest.mark.skipif(find_spec("opentelemetry.instrumentation.mcp") is None and not TRACELOOP_REQUIRED,
+                    reason="Traceloop's opentelemetry-instrumentation-mcp is not installed")
+async def test_in_one_process_both_record_and_either_can_leave_first(captured) -> None:
+    """Traceloop's and ours instrumented in one process (mcp 1.x, where Traceloop's works): each makes its spans,
+    ours with the outcome; Traceloop's uninstrumented first leaves ours whole, and ours uninstrumented leaves
+    Traceloop's still making its own."""
+    from opentelemetry.instrumentation.mcp import McpInstrumentor
+
+    from otel_mcp_cancel import McpCancelInstrumentor
+    from tests.conftest import TRACER_PROVIDER
+    from tests.raw_peer import served_in_memory
+    from tests.sdk_client import sdk_client
+    from tests.servers import Gates, notes_server
+    from tests.support import MCP_MAJOR
+
+    if MCP_MAJOR == 2:
+        pytest.skip("Traceloop's instrumentor fails on mcp 2.x (test_beside_traceloop)")
+
+    async def one_call(text: str) -> None:
+        async with sdk_client(served_in_memory(notes_server(Gates()))) as client:
+            await client.call_tool("echo", {"text": text})
+
+    def made() -> tuple[list[tuple[str, str]], int]:
+        spans = captured.spans.get_finished_spans()
+        ours = [(s.kind.name, s.attributes["tool.outcome"]) for s in spans
+                if s.instrumentation_scope.name == "otel_mcp_cancel" and s.name == "tools/call echo"]
+        theirs = [s for s in spans if s.instrumentation_scope.name.startswith("opentelemetry.instrumentation.mcp")]
+        captured.spans.clear()
+        return sorted(ours), len(theirs)
+
+    theirs = McpInstrumentor()
+    theirs.instrument(tracer_provider=TRACER_PROVIDER)
+    try:
+        await one_call("both")
+        ours, their_spans = made()
+        assert ours == [("CLIENT", "ok"), ("SERVER", "ok")] and their_spans > 0
+        theirs.uninstrument()
+        await one_call("ours")
+        assert made()[0] == [("CLIENT", "ok"), ("SERVER", "ok")]
+        theirs.instrument(tracer_provider=TRACER_PROVIDER)
+        McpCancelInstrumentor().uninstrument()
+        await one_call("theirs")
+        ours, their_spans = made()
+        assert ours == [] and their_spans > 0
+    finally:
+        if theirs.is_instrumented_by_opentelemetry:
+            theirs.uninstrument()
