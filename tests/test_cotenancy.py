@@ -102,6 +102,9 @@ async def test_beside_traceloop(tmp_path: Path, sink: OtlpSink) -> None:
         stderr = serve_one_call(tmp_path, sink, {})
         await until(lambda: our_calls(sink) == ["ok"], seconds=30)
         assert "otel_mcp_cancel" not in stderr, stderr  # no capability of ours lost beside it
+        # And Traceloop's still make what they make: a span for each message its stream writer sends.
+        assert any(span.scope.startswith("opentelemetry.instrumentation.mcp") and span.name == "ResponseStreamWriter"
+                   for span in sink.spans)
         return
     stderr = serve_one_call(tmp_path, sink, {})
     assert "Instrumenting of mcp failed" in stderr, (version("opentelemetry-instrumentation-mcp"), stderr)
