@@ -57,13 +57,8 @@ class ClientTelemetry(RequestTelemetry):
     def resolve(self, record: RequestRecord) -> None:
         # The tool names a client sends are its own code's choice, not a peer's: they are not folded.
         record.tool_registered = True
-        session = record.in_session
-        if session is not None and session.peer is not None:  # named in its `initialize` result
-            record.peer = session.peer
-        elif record.result is not None:  # that result, or a 2026-era one stamped with its server
-            record.peer = self.peers.named_in(record.method, record.result)
-            if session is not None:
-                session.peer = record.peer
+        # Named in its `initialize` result, or in a 2026-era result's `_meta` stamp.
+        self.resolve_peer(record, record.result, keep=True)
         if record.method in VERSION_METHODS and record.result is not None:
             version = message_field(record.result, "protocolVersion")
             if isinstance(version, str):  # negotiated: on this span, and on its session's later requests

@@ -76,19 +76,13 @@ class GhostEmitter:
 
     def subject(self, record: RequestRecord) -> GhostSubject:
         """A server's call, as its ghost is reported: read after the request was resolved (its tool's name is
-        then known to be served or not). Made for every answered tools/call (a cancel may cross it): inlined."""
-        method, request_id, retries = record.method, record.request_id, self.retries
-        tool = record.target if method == TOOLS_CALL else None
-        key = tool_label = None
-        if tool is not None:
-            tool_label = tool if record.tool_registered else OTHER
-            if retries is not None:
-                params = record.params
-                key = retries.key_of(tool, params.get("arguments") if type(params) is dict else tool_arguments(params))
-        if request_id is not None and not isinstance(request_id, int):
-            request_id = bounded(str(request_id))
-        return GhostSubject(method, tool, tool_label, request_id, record.task_id, record.span.get_span_context(),
-                            (record.registered_annotations, record.server), key)
+        then known to be served or not). Made for every answered tools/call: a cancel may yet cross it."""
+        tool = called_tool(record)
+        retries = self.retries
+        key = retries.key_of(tool, tool_arguments(record.params)) if retries is not None and tool else None
+        tool_label = None if tool is None else _tool_label(record, tool)
+        return GhostSubject(record.method, tool, tool_label, _bounded_id(record.request_id), record.task_id,
+                            record.span.get_span_context(), (record.registered_annotations, record.server), key)
 
     @staticmethod
     def client_subject(record: RequestRecord) -> GhostSubject:

@@ -278,6 +278,17 @@ class RequestTelemetry:
     def resolve(self, record: RequestRecord) -> None:
         """Fill in what is known only once the request is over."""
 
+    def resolve_peer(self, record: RequestRecord, message: Any, keep: bool) -> None:
+        """The peer `record` came from (server) or went to (client): its session's, once a message named it; else
+        as `message` names it, kept on the session for its later requests if `keep`."""
+        session = record.in_session
+        if session is not None and session.peer is not None:
+            record.peer = session.peer
+        elif message is not None:
+            record.peer = self.peers.named_in(record.method, message)
+            if keep and session is not None:
+                session.peer = record.peer
+
     def _describe_span(self, record: RequestRecord, verdict: Verdict) -> None:
         span = record.span
         if verdict.outcome == OUTCOME_CANCELLED:

@@ -219,13 +219,8 @@ class ServerTelemetry(RequestTelemetry):
             span.end()
 
     def resolve(self, record: RequestRecord) -> None:
-        session = record.in_session
-        if session is not None and session.peer is not None:  # named in its `initialize`
-            record.peer = session.peer
-        else:  # its `initialize`, or a 2026-07-28 request (no session: each names its client)
-            record.peer = self.peers.named_in(record.method, record.params)
-            if session is not None and record.method == INITIALIZE:
-                session.peer = record.peer
+        # Named in its session's `initialize`; on the 2026-07-28 revision (no session), in each request's `_meta`.
+        self.resolve_peer(record, record.params, keep=record.method == INITIALIZE)
         if not record.method_known and record.server is not None:
             record.method_known = tool_registry.serves_method(self.request_handlers(record.server), record.method)
         if record.method == PROMPTS_GET:
