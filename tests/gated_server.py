@@ -36,6 +36,48 @@ if os.environ.get("GATED_SERVER_SENTRY"):
     print(f"Sentry's MCPIntegration on: {sentry_sdk.get_client().get_integration(MCPIntegration) is not None}",
           file=sys.stderr)
 
+if os.environ.get("GATED_SERVER_LOGFIRE"):
+    # logfire's MCP instrumentation beside ours (mcp 1.x; on 2.x it does nothing): `configure()` first, as its
+    # docs say, sending nowhere; it keeps the providers opentelemetry-instrument set, and patches the SDK's
+    # session and server classes by assignment.
+    import logfire
+
+    logfire.configure(send_to_logfire=False, console=False)
+    logfire.instrument_mcp()
+    from mcp.server import Server
+
+    patched = "logfire" in Server._handle_request.__code__.co_filename
+    print(f"logfire's instrument_mcp on: {patched}", file=sys.stderr)
+
+if os.environ.get("GATED_SERVER_DDTRACE"):
+    # Datadog's MCP integration beside ours (mcp 1.x): it wraps the SDK's session and responder methods with
+    # wrapt, as `ddtrace-run` would. Its traces go to a stand-in for the host's local agent, in this process:
+    # with no agent to reach, its exit hook retries for seconds, longer than a host waits (docs/co-tenancy.md).
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class _Agent(BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        do_POST = do_PUT
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    agent = ThreadingHTTPServer(("127.0.0.1", 0), _Agent)
+    threading.Thread(target=agent.serve_forever, daemon=True).start()
+    os.environ["DD_TRACE_AGENT_URL"] = f"http://127.0.0.1:{agent.server_port}"
+    import ddtrace
+
+    ddtrace.patch(mcp=True)
+    import mcp
+
+    print(f"ddtrace's mcp integration on: {getattr(mcp, '__datadog_patch', False)}", file=sys.stderr)
+
 vault = Path(sys.argv[1])
 transport = sys.argv[2] if len(sys.argv) > 2 else "stdio"
 port = int(sys.argv[3]) if len(sys.argv) > 3 else 0

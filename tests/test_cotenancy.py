@@ -127,6 +127,35 @@ async def test_beside_sentrys_mcp_integration(tmp_path: Path, sink: OtlpSink) ->
     assert "otel_mcp_cancel" not in stderr, stderr
 
 
+@pytest.mark.skipif(find_spec("logfire") is None and "logfire" not in REQUIRED, reason="logfire is not installed")
+async def test_beside_logfires_instrument_mcp(tmp_path: Path, sink: OtlpSink) -> None:
+    """logfire's `instrument_mcp()` replaces the SDK's server and session methods by assignment, around ours;
+    ours records the call as without it, and no capability of ours is lost. (On mcp 2.x it does nothing: it
+    warns that the SDK's own spans make it unnecessary.)"""
+    from tests.support import MCP_MAJOR
+
+    if MCP_MAJOR == 2:
+        pytest.skip("logfire's instrument_mcp() does nothing on mcp 2.x")
+    stderr = serve_one_call(tmp_path, sink, {"GATED_SERVER_LOGFIRE": "1", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "mcp"})
+    assert "logfire's instrument_mcp on: True" in stderr, stderr
+    await until(lambda: our_calls(sink) == ["ok"], seconds=30)
+    assert "otel_mcp_cancel" not in stderr, stderr
+
+
+@pytest.mark.skipif(find_spec("ddtrace") is None and "ddtrace" not in REQUIRED, reason="ddtrace is not installed")
+async def test_beside_datadogs_mcp_integration(tmp_path: Path, sink: OtlpSink) -> None:
+    """Datadog's MCP integration (mcp 1.x) wraps the SDK's session and responder methods, `respond` among them,
+    which ours guards; ours records the call as without it, and no capability of ours is lost."""
+    from tests.support import MCP_MAJOR
+
+    if MCP_MAJOR == 2:
+        pytest.skip("ddtrace's MCP integration hooks mcp 1.x's sessions")
+    stderr = serve_one_call(tmp_path, sink, {"GATED_SERVER_DDTRACE": "1", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "mcp"})
+    assert "ddtrace's mcp integration on: True" in stderr, stderr
+    await until(lambda: our_calls(sink) == ["ok"], seconds=30)
+    assert "otel_mcp_cancel" not in stderr, stderr
+
+
 @pytest.mark.skipif(find_spec("opentelemetry.instrumentation.mcp") is None and not TRACELOOP_REQUIRED,
                     reason="Traceloop's opentelemetry-instrumentation-mcp is not installed")
 def test_in_one_process_both_record_and_either_can_leave_first() -> None:

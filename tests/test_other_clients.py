@@ -108,8 +108,13 @@ def check_the_servers_spans_against_what_the_client_saw(
         == {"tool.outcome": "cancelled", "tool.handler_outcome": "ok", "tool.ghost_risk": "unsafe"}
     assert (retry.attributes["tool.outcome"], retry.attributes["tool.retried_ghost_risk"]) == ("ok", "unsafe")
     assert retry.links == [ghost_span.span_id]
-    # The client sends no trace context: each call's server span is the root of a trace of its own.
-    assert {span.parent_span_id for span in tools_calls(sink)} == {""}
+    # The client sends no trace context: each call's server span is the root of a trace of its own, or, where
+    # logfire's instrument_mcp() serves the request inside a span of its own, that span's child (one each).
+    parents = [span.parent_span_id for span in tools_calls(sink)]
+    if os.environ.get("GATED_SERVER_LOGFIRE") and MCP_MAJOR == 1:
+        assert "" not in parents and len(set(parents)) == len(parents), parents
+    else:
+        assert set(parents) == {""}
 
 
 @pytest.mark.anyio

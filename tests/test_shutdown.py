@@ -161,7 +161,12 @@ async def test_a_serving_stdio_server_keeps_sigterm_at_its_default_and_anyios_cl
     finally:
         process.kill()
     state = answer["result"].get("structuredContent", {}).get("result") or answer["result"]["content"][0]["text"]
-    assert json.loads(state) == {"sigterm": str(signal.SIG_DFL), "anyio": ["function", "function"]}
+    handlers = json.loads(state)
+    assert handlers["anyio"] == ["function", "function"]
+    if os.environ.get("GATED_SERVER_DDTRACE"):  # ddtrace, started in the server, handles SIGTERM itself
+        assert handlers["sigterm"].startswith("<function handle_signal.<locals>"), handlers
+    else:
+        assert handlers["sigterm"] == str(signal.SIG_DFL)
 
 
 def test_a_process_that_never_imports_mcp_keeps_sigterm_at_its_default(sink: OtlpSink) -> None:
