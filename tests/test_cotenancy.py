@@ -26,6 +26,8 @@ FAILING = "failing_instrumentation"
 IN_A_PROCESS_OF_ITS_OWN = "COTENANCY_IN_A_PROCESS_OF_ITS_OWN"
 REQUIRED = set(os.environ.get("COTENANCY_REQUIRED", "").split(","))  # in CI's environments that install them
 TRACELOOP_REQUIRED = "traceloop" in REQUIRED
+# Traceloop's entry point off, where a test is about another instrumentation alone.
+TRACELOOP_OFF = {"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "mcp"}
 
 
 def failing_instrumentor(tmp_path: Path) -> Path:
@@ -120,7 +122,7 @@ async def test_beside_traceloop(tmp_path: Path, sink: OtlpSink) -> None:
 async def test_beside_sentrys_mcp_integration(tmp_path: Path, sink: OtlpSink) -> None:
     """Sentry's MCPIntegration patches the SDK's server classes as it starts; ours records the call as without it.
     (CI runs the stdio and HTTP acceptance tests with it on in every server too: GATED_SERVER_SENTRY.)"""
-    sentry_alone = {"GATED_SERVER_SENTRY": "1", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "mcp"}
+    sentry_alone = {"GATED_SERVER_SENTRY": "1", **TRACELOOP_OFF}
     stderr = serve_one_call(tmp_path, sink, sentry_alone)
     assert "Sentry's MCPIntegration on: True" in stderr, stderr
     await until(lambda: our_calls(sink) == ["ok"], seconds=30)
@@ -136,7 +138,7 @@ async def test_beside_logfires_instrument_mcp(tmp_path: Path, sink: OtlpSink) ->
 
     if MCP_MAJOR == 2:
         pytest.skip("logfire's instrument_mcp() does nothing on mcp 2.x")
-    stderr = serve_one_call(tmp_path, sink, {"GATED_SERVER_LOGFIRE": "1", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "mcp"})
+    stderr = serve_one_call(tmp_path, sink, {"GATED_SERVER_LOGFIRE": "1", **TRACELOOP_OFF})
     assert "logfire's instrument_mcp on: True" in stderr, stderr
     await until(lambda: our_calls(sink) == ["ok"], seconds=30)
     assert "otel_mcp_cancel" not in stderr, stderr
@@ -150,7 +152,7 @@ async def test_beside_datadogs_mcp_integration(tmp_path: Path, sink: OtlpSink) -
 
     if MCP_MAJOR == 2:
         pytest.skip("ddtrace's MCP integration hooks mcp 1.x's sessions")
-    stderr = serve_one_call(tmp_path, sink, {"GATED_SERVER_DDTRACE": "1", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "mcp"})
+    stderr = serve_one_call(tmp_path, sink, {"GATED_SERVER_DDTRACE": "1", **TRACELOOP_OFF})
     assert "ddtrace's mcp integration on: True" in stderr, stderr
     await until(lambda: our_calls(sink) == ["ok"], seconds=30)
     assert "otel_mcp_cancel" not in stderr, stderr

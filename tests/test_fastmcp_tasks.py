@@ -554,3 +554,28 @@ async def test_a_callers_own_deadline_passing_while_its_task_works_gives_up_then
     assert viewed.status.status_code is StatusCode.UNSET
     polls = [span for span in spans_named(captured, "tasks/get") if span.kind is SpanKind.CLIENT]
     assert polls != [] and {span.attributes.get("error.type") for span in polls} == {None}  # each one answered
+
+
+async def test_the_dashboards_tasks_panel_on_a_real_prometheus(sink: OtlpSink, tmp_path: Path) -> None:
+    """The shipped dashboard's tasks panel, on a real Prometheus scraping the task server over HTTP: two tasks
+    created and completed, one created and still working."""
+    from tests.prometheus_server import Prometheus
+    from tests.subprocess_servers import free_port
+    from tests.test_pipelines import ALERTS, dashboard_queries, values
+
+    (tasks,) = dashboard_queries()["Tasks by tool and status (since the server started)"]
+    metrics_port = free_port()
+    server = HttpServer(sink.endpoint, tmp_path, "http", script=TASK_SERVER, OTEL_METRICS_EXPORTER="prometheus",
+                        OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1", OTEL_EXPORTER_PROMETHEUS_PORT=str(metrics_port))
+    prometheus = Prometheus(tmp_path, metrics_port, ALERTS)
+    expected = {("commit", "working"): 2, ("commit", "completed"): 2, ("hold", "working"): 1}
+    try:
+        async with Client(f"http://127.0.0.1:{server.port}/mcp") as client:
+            for path in ("a.md", "b.md"):
+                await call_tool_task(client, "commit", {"path": path})
+            await call_tool_task(client, "hold", {"path": "held"})
+            await until(lambda: values(prometheus.query(tasks), "gen_ai_tool_name", "mcp_task_status") == expected,
+                        seconds=30)
+    finally:
+        server.stop(signal.SIGTERM)
+        prometheus.stop()
