@@ -118,42 +118,30 @@ async def test_beside_traceloop(tmp_path: Path, sink: OtlpSink) -> None:
     await until(lambda: our_calls(sink)[-1:] == ["ok"], seconds=30)
 
 
-@pytest.mark.skipif(find_spec("sentry_sdk") is None and "sentry" not in REQUIRED, reason="sentry-sdk is not installed")
-async def test_beside_sentrys_mcp_integration(tmp_path: Path, sink: OtlpSink) -> None:
-    """Sentry's MCPIntegration patches the SDK's server classes as it starts; ours records the call as without it.
-    (CI runs the stdio and HTTP acceptance tests with it on in every server too: GATED_SERVER_SENTRY.)"""
-    sentry_alone = {"GATED_SERVER_SENTRY": "1", **TRACELOOP_OFF}
-    stderr = serve_one_call(tmp_path, sink, sentry_alone)
-    assert "Sentry's MCPIntegration on: True" in stderr, stderr
-    await until(lambda: our_calls(sink) == ["ok"], seconds=30)
-    assert "otel_mcp_cancel" not in stderr, stderr
+# Instrumentations a test's server starts itself (tests/gated_server.py): the module that must be there, the
+# variable that starts it, what the server prints once it is on, and the mcp lines it hooks.
+STARTED_IN_THE_SERVER = {
+    "sentry": ("sentry_sdk", "GATED_SERVER_SENTRY", "Sentry's MCPIntegration on: True", (1, 2)),
+    "logfire": ("logfire", "GATED_SERVER_LOGFIRE", "logfire's instrument_mcp on: True", (1,)),  # 2.x: only warns
+    "ddtrace": ("ddtrace", "GATED_SERVER_DDTRACE", "ddtrace's mcp integration on: True", (1,)),
+}
 
 
-@pytest.mark.skipif(find_spec("logfire") is None and "logfire" not in REQUIRED, reason="logfire is not installed")
-async def test_beside_logfires_instrument_mcp(tmp_path: Path, sink: OtlpSink) -> None:
-    """logfire's `instrument_mcp()` replaces the SDK's server and session methods by assignment, around ours;
-    ours records the call as without it, and no capability of ours is lost. (On mcp 2.x it does nothing: it
-    warns that the SDK's own spans make it unnecessary.)"""
+@pytest.mark.parametrize("other", sorted(STARTED_IN_THE_SERVER))
+async def test_beside_an_instrumentation_the_server_starts(other: str, tmp_path: Path, sink: OtlpSink) -> None:
+    """Sentry's MCPIntegration patches the SDK's server classes as it starts; logfire's `instrument_mcp()`
+    replaces its server and session methods by assignment, around ours; ddtrace's wraps its session and
+    responder methods, `respond` among them, which ours guards. Ours records the call as without them, and
+    loses no capability. (CI runs the whole suite with them on in every server: GATED_SERVER_*.)"""
     from tests.support import MCP_MAJOR
 
-    if MCP_MAJOR == 2:
-        pytest.skip("logfire's instrument_mcp() does nothing on mcp 2.x")
-    stderr = serve_one_call(tmp_path, sink, {"GATED_SERVER_LOGFIRE": "1", **TRACELOOP_OFF})
-    assert "logfire's instrument_mcp on: True" in stderr, stderr
-    await until(lambda: our_calls(sink) == ["ok"], seconds=30)
-    assert "otel_mcp_cancel" not in stderr, stderr
-
-
-@pytest.mark.skipif(find_spec("ddtrace") is None and "ddtrace" not in REQUIRED, reason="ddtrace is not installed")
-async def test_beside_datadogs_mcp_integration(tmp_path: Path, sink: OtlpSink) -> None:
-    """Datadog's MCP integration (mcp 1.x) wraps the SDK's session and responder methods, `respond` among them,
-    which ours guards; ours records the call as without it, and no capability of ours is lost."""
-    from tests.support import MCP_MAJOR
-
-    if MCP_MAJOR == 2:
-        pytest.skip("ddtrace's MCP integration hooks mcp 1.x's sessions")
-    stderr = serve_one_call(tmp_path, sink, {"GATED_SERVER_DDTRACE": "1", **TRACELOOP_OFF})
-    assert "ddtrace's mcp integration on: True" in stderr, stderr
+    module, variable, on, lines = STARTED_IN_THE_SERVER[other]
+    if find_spec(module) is None and other not in REQUIRED:
+        pytest.skip(f"{module} is not installed")
+    if MCP_MAJOR not in lines:
+        pytest.skip(f"{other} hooks mcp {' and '.join(f'{line}.x' for line in lines)} only")
+    stderr = serve_one_call(tmp_path, sink, {variable: "1", **TRACELOOP_OFF})
+    assert on in stderr, stderr
     await until(lambda: our_calls(sink) == ["ok"], seconds=30)
     assert "otel_mcp_cancel" not in stderr, stderr
 
