@@ -192,6 +192,11 @@ async def test_beside_traceloop_in_this_process(captured) -> None:
     theirs = McpInstrumentor()
     theirs.instrument(tracer_provider=TRACER_PROVIDER)
     await one_call("both")
+    # Both inject trace context into `_meta`: the server's span is still the child of our client's, once.
+    (client_span,), (server_span,) = ([s for s in captured.spans.get_finished_spans() if s.kind.name == kind
+                                       and s.instrumentation_scope.name == "otel_mcp_cancel"
+                                       and s.name == "tools/call echo"] for kind in ("CLIENT", "SERVER"))
+    assert server_span.parent.span_id == client_span.context.span_id
     ours, their_spans = made()
     assert ours == [("CLIENT", "ok"), ("SERVER", "ok")] and their_spans > 0
 
