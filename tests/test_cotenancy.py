@@ -12,6 +12,7 @@ import subprocess
 import sys
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -181,11 +182,14 @@ async def test_beside_traceloop_in_this_process(captured) -> None:
         async with sdk_client(served_in_memory(notes_server(Gates()))) as client:
             await client.call_tool("echo", {"text": text})
 
+    def ours_named(name: str) -> list[Any]:
+        return [s for s in captured.spans.get_finished_spans()
+                if s.instrumentation_scope.name == "otel_mcp_cancel" and s.name == name]
+
     def made() -> tuple[list[tuple[str, str]], int]:
-        spans = captured.spans.get_finished_spans()
-        ours = [(s.kind.name, s.attributes["tool.outcome"]) for s in spans
-                if s.instrumentation_scope.name == "otel_mcp_cancel" and s.name.startswith("tools/call ")]
-        theirs = [s for s in spans if s.instrumentation_scope.name.startswith("opentelemetry.instrumentation.mcp")]
+        ours = [(s.kind.name, s.attributes["tool.outcome"]) for s in ours_named("tools/call echo")]
+        theirs = [s for s in captured.spans.get_finished_spans()
+                  if s.instrumentation_scope.name.startswith("opentelemetry.instrumentation.mcp")]
         captured.spans.clear()
         return sorted(ours), len(theirs)
 
@@ -193,9 +197,8 @@ async def test_beside_traceloop_in_this_process(captured) -> None:
     theirs.instrument(tracer_provider=TRACER_PROVIDER)
     await one_call("both")
     # Both inject trace context into `_meta`: the server's span is still the child of our client's, once.
-    (client_span,), (server_span,) = ([s for s in captured.spans.get_finished_spans() if s.kind.name == kind
-                                       and s.instrumentation_scope.name == "otel_mcp_cancel"
-                                       and s.name == "tools/call echo"] for kind in ("CLIENT", "SERVER"))
+    (client_span,), (server_span,) = ([s for s in ours_named("tools/call echo") if s.kind.name == kind]
+                                      for kind in ("CLIENT", "SERVER"))
     assert server_span.parent.span_id == client_span.context.span_id
     ours, their_spans = made()
     assert ours == [("CLIENT", "ok"), ("SERVER", "ok")] and their_spans > 0
@@ -206,8 +209,7 @@ async def test_beside_traceloop_in_this_process(captured) -> None:
 
     def timed_out() -> list[tuple[str, str]]:
         return [(s.attributes["tool.outcome"], s.attributes["tool.cancel_reason"])
-                for s in captured.spans.get_finished_spans() if s.instrumentation_scope.name == "otel_mcp_cancel"
-                and s.kind.name == "CLIENT" and s.name == "tools/call slow"]
+                for s in ours_named("tools/call slow") if s.kind.name == "CLIENT"]
 
     await until(lambda: timed_out() != [])
     assert timed_out() == [("cancelled", "timeout")]
