@@ -102,6 +102,8 @@ else:
 
         server = MCPServer("gated-notes")
         network = {"host": "127.0.0.1", "port": port}  # 2.x takes them when it runs
+        if transport == "streamable-http" and os.environ.get("GATED_SERVER_JSON"):
+            network["json_response"] = True  # answers in JSON, never SSE
     except ImportError:  # mcp 1.x
         from mcp.server.fastmcp import FastMCP
 

@@ -22,7 +22,7 @@ from otel_mcp_cancel.conventions import TOOL_ERROR_DESCRIPTION
 from otel_mcp_cancel.instruments import DURATION_BUCKETS
 from tests.conftest import instrumented
 from tests.frameworks import FRAMEWORKS
-from tests.raw_peer import RawPeer, is_error, is_result, raw_session
+from tests.raw_peer import RawPeer, is_error, is_result, raw_peer_over, raw_session, served_in_memory
 from tests.servers import Gates, notes_server, raising_lowlevel_server
 from tests.support import MCP_MAJOR, assert_ghost_line, until
 
@@ -214,6 +214,20 @@ async def test_cancel_interrupts_the_handler(framework, captured, plugin_log) ->
     assert captured.points("tool.ghost_responses") == []
     assert ghost_stats().total == before
     assert plugin_log() == []
+
+
+async def test_a_call_sent_as_its_caller_hung_up_is_cancelled(captured) -> None:
+    """Its caller sent it and closed its stream at once: the session read both before the handler began (on
+    mcp 1.x its handler starts tasks later), then cancelled its handlers as the session ended. Its caller gave up,
+    as did those of calls in flight when it left: cancelled, not a failure of the server's."""
+    async with served_in_memory(notes_server(Gates())) as (read, write), raw_peer_over(read, write) as peer:
+        await peer.request(5, "tools/call", {"name": "slow", "arguments": {"text": "hi"}})
+        await write.aclose()
+        span = await span_for(captured, "5")
+    assert dict(span.attributes) == tools_call_attributes(peer, "5", "slow", "cancelled")
+    assert span.status.status_code is StatusCode.UNSET
+    assert [(event.name, dict(event.attributes)) for event in span.events] == [("tool.request_cancelled", {})]
+    assert duration_point(captured, "tools/call").attributes["tool.outcome"] == "cancelled"
 
 
 @pytest.mark.parametrize(

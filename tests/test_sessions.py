@@ -189,7 +189,10 @@ async def test_over_streamable_http_every_request_names_its_session_and_its_peer
                 async with raw_peer_over(*streams) as peer:
                     for request_id in (1, 2):
                         await peer.call(request_id, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
-        await until(lambda: len([s for s in sink.server_spans() if is_request_span(s)]) == 6)
+                    await peer.cancel(2, "too late")  # for a request already answered: in no request's span
+                    await peer.barrier("after")
+        await until(lambda: len([s for s in sink.server_spans() if is_request_span(s)]) == 8)
+        await until(lambda: len([s for s in sink.server_spans() if s.name == "notifications/cancelled"]) == 2)
     finally:
         server.stop()
     requests = [s for s in sink.server_spans() if is_request_span(s)]
@@ -204,8 +207,16 @@ async def test_over_streamable_http_every_request_names_its_session_and_its_peer
     # The session id comes with every request after initialize (the server assigns it in its answer).
     initializes = [s for s in requests if s.attributes["mcp.method.name"] == "initialize"]
     assert len(initializes) == 2 and all("mcp.session.id" not in s.attributes for s in initializes)
+    # The version initialize answered with, on its own span and point too.
+    assert [s.attributes.get("mcp.protocol.version") for s in initializes] == [peer.protocol_version] * 2
+    (initialized,) = [p for p in sink.latest_points("mcp.server.operation.duration")
+                      if p.attributes["mcp.method.name"] == "initialize"]
+    assert (initialized.attributes.get("mcp.protocol.version"), initialized.value) == (peer.protocol_version, 2)
     sessions = {s.attributes["mcp.session.id"] for s in calls}
     assert len(sessions) == 2 and all(len(session) >= 16 for session in sessions)
+    # A cancel is found beside the requests of its session, whether or not it names one still in flight.
+    cancels = [s for s in sink.server_spans() if s.name == "notifications/cancelled"]
+    assert {s.attributes["mcp.session.id"] for s in cancels} == sessions
     await until(lambda: sink.latest_points(SESSION_DURATION) != [], seconds=30)
     assert_http_sessions(sink, peer, 2)
     # HTTP's version is on the operation metric too (bounded: the server's own HTTP stack decides it).

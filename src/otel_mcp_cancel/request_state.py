@@ -148,6 +148,13 @@ class RequestRecord:
         self.answer = None
         self.note_caller_gone()
 
+    def note_unwritten(self, cancelled: bool) -> None:
+        """No answer reached the wire (or none while its caller was there): `cancelled`, its caller had cancelled
+        by leaving (the 2026-07-28 revision's cancel over HTTP), else it went unanswered."""
+        self.answer = None
+        if cancelled:
+            self.note_cancel(None)
+
     def note_cancel(self, reason: str | None, at_ns: int | None = None) -> None:
         # A duplicate cancel keeps the first one's reason and time.
         if not self.cancelled:

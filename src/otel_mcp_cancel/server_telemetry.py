@@ -21,6 +21,7 @@ from otel_mcp_cancel.conventions import (
     GHOST_KIND_CROSSED,
     INITIALIZE,
     MCP_METHOD_NAME,
+    MCP_SESSION_ID,
     NOTIFICATIONS_CANCELLED,
     PROMPTS_GET,
     TOOL_CANCEL_MESSAGE,
@@ -121,6 +122,7 @@ class ServerTelemetry(RequestTelemetry):
         SDK's client 2 s later): each call in flight is concluded now, as its caller gave up, the session is measured
         as ended, and what is concluded is exported before then unless the process exits first."""
         if session is not None:
+            session.caller_left = True
             self.tasks.session_ended(session, every_task=session.over_stdio)
         if not over_stdio:
             return
@@ -187,12 +189,13 @@ class ServerTelemetry(RequestTelemetry):
 
     def cancel_received(
         self, params: Any, request_id: object, reason: str | None, cancelled: RequestRecord | None,
-        session: object = None,
+        session: object = None, in_session: SessionRecord | None = None,
     ) -> None:
         """One span for a `notifications/cancelled`, in flight or not, linked to the span of the request it
         cancels where that request is still in flight or was answered moments ago, and naming its id (links are
-        dropped by some stores). A notification has no jsonrpc.request.id; the peer's reason text is on an event,
-        never an attribute. A cancel for a tools/call already answered crossed that answer: a ghost."""
+        dropped by some stores) and its HTTP session's (`in_session`), as the request's span does. A
+        notification has no jsonrpc.request.id; the peer's reason text is on an event, never an attribute. A
+        cancel for a tools/call already answered crossed that answer: a ghost."""
         if not is_instrumentation_enabled():
             return
         with contained("recording a cancel notification"):
@@ -203,6 +206,8 @@ class ServerTelemetry(RequestTelemetry):
             attributes: dict[str, Any] = {MCP_METHOD_NAME: NOTIFICATIONS_CANCELLED}
             if request_id is not None:
                 attributes[TOOL_CANCELLED_REQUEST_ID] = bounded(str(request_id))
+            if in_session is not None and in_session.http_session_id is not None:
+                attributes[MCP_SESSION_ID] = in_session.http_session_id
             links = [Link(target)] if target is not None else []
             parent = parent_context(request_fields(params))
             if parent is not None:

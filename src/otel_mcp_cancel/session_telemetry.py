@@ -48,6 +48,8 @@ class SessionRecord:
     server: dict[str, Any] = field(default_factory=dict)  # a client's: the server's address and port
     measured: bool = False  # its duration point is recorded (a stdio server's, as its caller hung up)
     peer: Peer | None = None  # its peer, as it named itself in `initialize`
+    http_session_id: str | None = None  # a streamable HTTP session's `Mcp-Session-Id`, as its requests carry it
+    caller_left: bool = False  # a server's: its caller's stream ended; a handler begun after that serves no one
 
 
 class LiveSessions:

@@ -42,6 +42,13 @@ def network_transport(message_metadata: object) -> str | None:
     return NETWORK_TRANSPORT_PIPE if stdio_wire.get() is not None else None
 
 
+def joined(record: RequestRecord) -> None:
+    """A request whose handler begins after its session's caller hung up (read before the stream ended, its
+    handler started after): nobody is there for its answer, as for the requests in flight when it hung up."""
+    if record.in_session is not None and record.in_session.caller_left:
+        record.note_caller_gone()
+
+
 def served_over(record: RequestRecord) -> None:
     """A server's request that came over stdio is concluded as its answer's line is written (`stdio_wire`)."""
     if record.network_transport == NETWORK_TRANSPORT_PIPE:
@@ -63,6 +70,8 @@ def http_peer(record: RequestRecord, message_metadata: object) -> None:
     session_id = request.headers.get("mcp-session-id")
     if session_id is not None:
         attributes[MCP_SESSION_ID] = bounded(session_id)
+        if record.in_session is not None:  # for the session's cancels, which name no request of their own
+            record.in_session.http_session_id = attributes[MCP_SESSION_ID]
     record.span.set_attributes(attributes)
 
 

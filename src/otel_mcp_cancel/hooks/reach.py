@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from types import CodeType, FrameType
 from typing import Any
 
+from otel_mcp_cancel.faults import lost
+
 
 class Reach:
     capabilities: tuple[str, ...]
@@ -79,6 +81,40 @@ class Attribute(Reach):
     def __call__(self, instance: Any, default: Any = None) -> Any:
         """Its value on `instance`, or `default` where the instance has none (or it was not found as declared)."""
         return getattr(instance, self.name, default) if self.available else default
+
+
+class MetAttribute(Reach):
+    """An attribute the plugin reads on objects of a library it never imports, met at run time (the ASGI server's
+    request cycle behind the `receive` it hands an application): probed on the first object of each class met, by
+    the class's own code; a class of that library without it loses the capabilities, named in one WARNING."""
+
+    available = True  # nothing to probe until an object is met
+
+    def __init__(self, capabilities: str, package: str, name: str) -> None:
+        self.capabilities = (capabilities,)
+        self.package, self.name = package, name
+        self._fits: dict[type, bool] = {}  # by class met: a few, the library's own
+
+    @property
+    def where(self) -> str:
+        return f"{self.package}*.{self.name}"
+
+    def misfit(self) -> str | None:
+        self._fits = {}  # each instrumentation meets the classes afresh
+        return None
+
+    def __call__(self, instance: Any, default: Any = None) -> Any:
+        """Its value on `instance`, or `default` where the instance is not of the library or its class lacks it."""
+        kind = type(instance)
+        fits = self._fits.get(kind)
+        if fits is None:
+            ours = kind.__module__.startswith(self.package)
+            fits = ours and _declares(kind, self.name)
+            if ours and not fits:
+                lost(self.capabilities[0], f"`{kind.__module__}.{kind.__qualname__}` no longer has `{self.name}`")
+            if len(self._fits) < 16:
+                self._fits[kind] = fits
+        return getattr(instance, self.name, default) if fits else default
 
 
 class Local(Reach):

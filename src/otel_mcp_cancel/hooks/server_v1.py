@@ -40,6 +40,7 @@ from otel_mcp_cancel.hooks.observations import (
     cancel_reason,
     http_peer,
     is_tool_error,
+    joined,
     network_transport,
     note_result,
     served_over,
@@ -142,6 +143,7 @@ class ServerHooksV1(FrameworkHooks):
         record.session = session
         try:
             record.in_session = in_session = self._telemetry.sessions.of(sdk.session_read_stream(session))
+            joined(record)
             http_peer(record, message_metadata)
             served_over(record)
         except Exception:
@@ -198,15 +200,7 @@ class ServerHooksV1(FrameworkHooks):
             fault("opening a server span")
         if record is None:
             return wrapped(*args, **kwargs)
-        return self._serve_initialize(record, responder, instance, wrapped, args, kwargs)
-
-    async def _serve_initialize(
-        self, record: RequestRecord, responder: Any, session: Any, wrapped: Any, args: Any, kwargs: Any
-    ) -> Any:
-        try:
-            return await self._serve(record, responder, wrapped, args, kwargs)
-        finally:
-            record.protocol_version = _negotiated_version(session)
+        return self._serve(record, responder, wrapped, args, kwargs)
 
     def _respond(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """Not a coroutine: the answer is observed as `respond` is called, and the SDK's own coroutine writes it
@@ -227,6 +221,9 @@ class ServerHooksV1(FrameworkHooks):
                         self._telemetry.answering(record)
                         if record.method == TOOLS_LIST:
                             self._learn_listing(record, response)
+                        elif record.method == INITIALIZE:  # the version it answers with: on its span and point
+                            record.protocol_version = getattr(getattr(response, "root", None), "protocolVersion",
+                                                              None)
             except Exception:
                 fault("observing an answer")
             if late and self._guard:
@@ -256,7 +253,8 @@ class ServerHooksV1(FrameworkHooks):
                     cancelled.note_answer(Answer.cancel_ack())
                 # Answered and concluded, though not yet out of the session's in-flight table: by its session.
                 session = sdk.responder_session(instance)
-                self._telemetry.cancel_received(None, instance.request_id, reason, cancelled, session)
+                self._telemetry.cancel_received(None, instance.request_id, reason, cancelled, session,
+                                                self._telemetry.sessions.of(sdk.session_read_stream(session)))
                 if not sdk.responder_entered(instance, True):  # its handler has not begun: the SDK drops the cancel
                     self._telemetry.unheard(session, instance.request_id)
         if answering and self.active and self._guard:
@@ -272,7 +270,8 @@ class ServerHooksV1(FrameworkHooks):
                 params = notification.root.params
                 if isinstance(session, sdk.ServerSession.value) and params.requestId not in sdk.session_in_flight(
                         session, {}):
-                    self._telemetry.cancel_received(None, params.requestId, cancel_reason(params), None, session)
+                    self._telemetry.cancel_received(None, params.requestId, cancel_reason(params), None, session,
+                                                    self._telemetry.sessions.of(sdk.session_read_stream(session)))
         return notification
 
     def _request_validated(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
