@@ -181,6 +181,38 @@ def test_a_process_that_never_imports_mcp_keeps_sigterm_at_its_default(sink: Otl
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+async def test_a_cancel_sent_before_the_hang_up_names_the_ghost_though_a_blocked_loop_reads_it_after(
+    sink: OtlpSink, tmp_path: Path, framework: str
+) -> None:
+    """The caller cancels and closes stdin at once, while a handler blocks the event loop: the hang-up watch
+    concludes the call before the loop can read the cancel, which was sent first. The ghost, once the handler
+    ends, names what the caller did: it cancelled (`suppressed`), as on a free loop."""
+    os.mkfifo(tmp_path / "gate")
+    process = stdio_gated_server(tmp_path, sink.endpoint, framework)
+    try:
+        send_line(process, {"id": 1, "method": "tools/call",
+                            "params": {"name": "blocking_insert", "arguments": {"row": "r"}}})
+        await until(lambda: (tmp_path / "blocking").exists())  # its loop is blocked from here
+        send_line(process, {"method": "notifications/cancelled", "params": {"requestId": 1, "reason": "enough"}})
+        process.stdin.close()
+        await until(lambda: the_call(sink, "blocking_insert") != [])  # concluded by the watch, the loop blocked
+        (tmp_path / "gate").write_text("go")  # the insert ends: its answer reaches nobody
+        await until(lambda: any(span.name == "tool.ghost_response" for span in sink.spans)
+                    and sink.latest_points("tool.ghost_responses") != [])
+        if process.poll() is None:
+            kill_as_the_host_does(process)
+    finally:
+        process.kill()
+    assert (tmp_path / "rows").read_text() == "r\n"
+    (span,) = the_call(sink, "blocking_insert")
+    assert_cancelled_as_its_caller_left(span)
+    (ghost,) = [span for span in sink.spans if span.name == "tool.ghost_response"]
+    assert ghost.attributes["tool.ghost_kind"] == "suppressed"
+    (counted,) = sink.latest_points("tool.ghost_responses")
+    assert (counted.attributes["tool.ghost_kind"], counted.value) == ("suppressed", 1)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 async def test_a_call_blocking_the_event_loop_when_the_host_stops_the_server_is_exported_as_cancelled(
     sink: OtlpSink, tmp_path: Path, framework: str
 ) -> None:

@@ -21,7 +21,7 @@ from otel_mcp_cancel.conventions import (
 )
 from otel_mcp_cancel.crossing import Crossings
 from otel_mcp_cancel.ghost_reporting import GhostEmitter
-from otel_mcp_cancel.messages import message_field, tool_arguments
+from otel_mcp_cancel.messages import tool_arguments
 from otel_mcp_cancel.outcome import Verdict
 from otel_mcp_cancel.request_state import RequestRecord
 from otel_mcp_cancel.retries import RecentCalls
@@ -125,14 +125,9 @@ def round_trips(interim: InterimAnswers) -> Observer:
         if record.method != TOOLS_CALL:
             return
         if interim.by_state.held:  # an attribute: most calls complete no round trip, and none is remembered
-            params = record.params
-            state = message_field(params, "requestState") if params is not None else None
-            if isinstance(state, str):
-                completed = interim.completed(state)
-                if completed is not None:
-                    record.span.add_link(completed)
+            completed = interim.completed(record.target, record.params)
+            if completed is not None:
+                record.span.add_link(completed)
         if verdict.result_type is not None:
-            state = message_field(record.result, "requestState")
-            if isinstance(state, str):
-                interim.remember(state, record.span.get_span_context())
+            interim.remember(record.target, record.params, record.result, record.span.get_span_context())
     return "following a request's round trip", observe

@@ -114,15 +114,22 @@ class ServerTelemetry(RequestTelemetry):
         signal it stopped on, before any exit hook."""
         self.delivery.at_boundary()
 
-    def hung_up(self, session: SessionRecord | None, gone: list[RequestRecord], over_stdio: bool) -> None:
+    def hung_up(self, session: SessionRecord | None, gone: list[RequestRecord], over_stdio: bool,
+                read_to_end: bool = True) -> None:
         """A session's caller hung up (its incoming stream ended), with `gone` still in flight and unanswered,
         while the session may serve on (the SDK's task group waits for task work and for handlers it cannot
         interrupt; FastMCP 2.14 keeps serving): for its tasks, it has ended. Over stdio, that caller was the
         process's only one, every task's result is out of reach, and the host kills the process soon (the
         SDK's client 2 s later): each call in flight is concluded now, as its caller gave up, the session is measured
-        as ended, and what is concluded is exported before then unless the process exits first."""
+        as ended, and what is concluded is exported before then unless the process exits first. `read_to_end`:
+        the session read its stream to the end (not the hang-up watch, with the loop blocked), so every cancel
+        its caller sent before leaving was read, and the ghosts waiting for that are reported."""
         if session is not None:
             session.caller_left = True
+            if read_to_end:
+                session.read_to_end = True
+                for record in session.take_late_ghosts():
+                    self._report_late_ghost(record)
             self.tasks.session_ended(session, every_task=session.over_stdio)
         if not over_stdio:
             return
@@ -143,11 +150,23 @@ class ServerTelemetry(RequestTelemetry):
             gone = LIVE.caller_gone_of(lambda record: record.wire is wire)
             session = next((record.in_session for record in gone if record.in_session is not None), None)
             if session is None or not session.measured:  # else the loop saw it
-                self.hung_up(session, gone, over_stdio=True)
+                self.hung_up(session, gone, over_stdio=True, read_to_end=False)
 
     def handler_ended_late(self, record: RequestRecord) -> None:
         """Its caller left and it was concluded cancelled while its handler ran on; the handler has now ended,
         and if it ran to its end its answer reached nobody: a ghost, on a span of its own under the request's."""
+        with contained("reporting a ghost"):
+            if suppressed(record.handler) is None:
+                return
+            session = record.in_session
+            if session is not None and not session.read_to_end:
+                # Concluded by the hang-up watch, its loop blocked: a cancel its caller sent before leaving may be
+                # unread yet. Its kind waits for the loop to read the stream to its end (soon: the loop is free).
+                session.late_ghosts.append(record)
+            else:
+                self._report_late_ghost(record)
+
+    def _report_late_ghost(self, record: RequestRecord) -> None:
         with contained("reporting a ghost"):
             ghost = suppressed(record.handler)
             if ghost is not None:
@@ -208,6 +227,11 @@ class ServerTelemetry(RequestTelemetry):
                 attributes[TOOL_CANCELLED_REQUEST_ID] = bounded(str(request_id))
             if in_session is not None and in_session.http_session_id is not None:
                 attributes[MCP_SESSION_ID] = in_session.http_session_id
+            # Its caller cancelled before it left, though the cancel was read after (a blocked loop's hang-up watch
+            # concluded the call first): its ghost, if any, is of a cancel.
+            for record in (cancelled, *(in_session.late_ghosts if in_session is not None else ())):
+                if record is not None and record.request_id == request_id:
+                    record.left_uncancelled = False
             links = [Link(target)] if target is not None else []
             parent = parent_context(request_fields(params))
             if parent is not None:

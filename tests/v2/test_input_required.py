@@ -23,15 +23,15 @@ pytestmark = pytest.mark.anyio
 ENVELOPE = {PROTOCOL_VERSION_META_KEY: "2026-07-28", CLIENT_CAPABILITIES_META_KEY: {"elicitation": {"form": {}}}}
 
 
-def booking_server() -> Server:
-    """`book` asks for a confirmation first, then books."""
+def booking_server(state: str | None = "booking-1") -> Server:
+    """`book` asks for a confirmation first (with `state`, or none: a server that keeps no state), then books."""
 
     async def call_tool(ctx: Any, params: Any) -> Any:
         if not params.input_responses:
             question = types.ElicitRequestFormParams(message="Book it?", requested_schema={"type": "object",
                                                                                           "properties": {}})
             return types.InputRequiredResult(input_requests={"confirm": types.ElicitRequest(params=question)},
-                                             request_state="booking-1")
+                                             request_state=state and f"{state}:{params.arguments}")
         return types.CallToolResult(content=[types.TextContent(type="text", text="booked")])
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -45,19 +45,29 @@ def tools_calls(captured: Any, kind: SpanKind) -> list[Any]:
                   key=lambda span: span.start_time)
 
 
-async def test_an_interim_answer_is_no_outcome_and_the_request_that_completes_it_links_to_it(captured) -> None:
-    async with served_in_memory(booking_server()) as (read_stream, write_stream):
+@pytest.mark.parametrize("state", ["booking-1", None], ids=["with its state", "stateless"])
+async def test_an_interim_answer_is_no_outcome_and_the_request_that_completes_it_links_to_it(
+    captured, state: str | None
+) -> None:
+    """Linked by the state it echoes; with none, by the call it repeats and the input requests it answers (another
+    call of the tool, with other arguments, in flight meanwhile, is not linked)."""
+    async with served_in_memory(booking_server(state)) as (read_stream, write_stream):
         async with anyio.create_task_group() as tg:
             peer = RawPeer(read_stream, write_stream)
             tg.start_soon(peer.pump)
             interim = await peer.call(1, "tools/call", {"name": "book", "arguments": {}, "_meta": ENVELOPE})
             assert interim.result["resultType"] == "input_required"
+            assert ("requestState" in interim.result) == (state is not None)
+            other = await peer.call(3, "tools/call", {"name": "book", "arguments": {"seat": 2}, "_meta": ENVELOPE})
+            assert other.result["resultType"] == "input_required"
+            echoed = {"requestState": interim.result["requestState"]} if state is not None else {}
             done = await peer.call(2, "tools/call", {"name": "book", "arguments": {}, "_meta": ENVELOPE,
                                                     "inputResponses": {"confirm": {"action": "accept", "content": {}}},
-                                                    "requestState": interim.result["requestState"]})
+                                                    **echoed})
             assert done.result["resultType"] == "complete"
             tg.cancel_scope.cancel()
-    first, second = tools_calls(captured, SpanKind.SERVER)
+    first, interim_of_other, second = tools_calls(captured, SpanKind.SERVER)
+    assert interim_of_other.attributes["jsonrpc.request.id"] == "3"
     assert first.attributes["mcp.result_type"] == "input_required" and "tool.outcome" not in first.attributes
     assert first.status.status_code is StatusCode.UNSET and [event.name for event in first.events] == []
     assert second.attributes["tool.outcome"] == "ok" and "mcp.result_type" not in second.attributes
@@ -65,14 +75,15 @@ async def test_an_interim_answer_is_no_outcome_and_the_request_that_completes_it
     points = [point for point in captured.points("mcp.server.operation.duration")
               if point.attributes.get("mcp.method.name") == "tools/call"]
     assert sorted((point.attributes.get("mcp.result_type", ""), point.attributes.get("tool.outcome", ""), point.count)
-                  for point in points) == [("", "ok", 1), ("input_required", "", 1)]
+                  for point in points) == [("", "ok", 1), ("input_required", "", 2)]
 
 
-async def test_the_sdk_clients_second_round_links_to_its_first(captured) -> None:
+@pytest.mark.parametrize("state", ["booking-1", None], ids=["with its state", "stateless"])
+async def test_the_sdk_clients_second_round_links_to_its_first(captured, state: str | None) -> None:
     async def confirm(ctx: Any, params: Any) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={})
 
-    async with Client(booking_server(), elicitation_callback=confirm) as client:
+    async with Client(booking_server(state), elicitation_callback=confirm) as client:
         result = await client.call_tool("book", {})
     assert [content.text for content in result.content] == ["booked"]
     first, second = tools_calls(captured, SpanKind.CLIENT)
