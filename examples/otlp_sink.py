@@ -93,7 +93,8 @@ class OtlpSink:
         assert self._server is not None
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self) -> OtlpSink:
+    def start(self, port: int = 0) -> OtlpSink:
+        """Listen on 127.0.0.1:`port` (any free one by default; a stopped sink starts again on its own)."""
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -123,7 +124,7 @@ class OtlpSink:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

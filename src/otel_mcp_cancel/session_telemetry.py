@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.metrics import Histogram
@@ -38,9 +38,6 @@ from otel_mcp_cancel.conventions import (
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.peers import Peer
 
-if TYPE_CHECKING:  # the record imports this module
-    from otel_mcp_cancel.request_state import RequestRecord
-
 
 @dataclass(eq=False)
 class SessionRecord:
@@ -54,11 +51,11 @@ class SessionRecord:
     http_session_id: str | None = None  # a streamable HTTP session's `Mcp-Session-Id`, as its requests carry it
     caller_left: bool = False  # a server's: its caller's stream ended; a handler begun after that serves no one
     read_to_end: bool = False  # a server's: it read its caller's stream to the end (a cancel sent before is read)
-    # A server's calls whose handlers ended after its caller left, before it read its stream to the end: their
-    # ghosts, reported once it has (their kind depends on a cancel still unread).
-    late_ghosts: list[RequestRecord] = field(default_factory=list)
+    # A server's calls (their records, which know this module, not it them) whose handlers ended after its caller
+    # left, before it read its stream to the end: their ghosts, reported once it has (a cancel may be unread).
+    late_ghosts: list[Any] = field(default_factory=list)
 
-    def take_late_ghosts(self) -> list[RequestRecord]:
+    def take_late_ghosts(self) -> list[Any]:
         ghosts, self.late_ghosts = self.late_ghosts, []
         return ghosts
 

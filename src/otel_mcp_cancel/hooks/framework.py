@@ -11,11 +11,23 @@ import wrapt
 
 from otel_mcp_cancel import hang_up_watch
 from otel_mcp_cancel.faults import contained, lost
-from otel_mcp_cancel.hooks.capabilities import HTTP_APP_EXPORT, STDIO_DELIVERY, TOOL_ENDS
+from otel_mcp_cancel.hooks import asgi_servers
+from otel_mcp_cancel.hooks.capabilities import EXCHANGE_DELIVERY, HTTP_APP_EXPORT, STDIO_DELIVERY, TOOL_ENDS
 from otel_mcp_cancel.hooks.observations import HookSet, arg, observed, stdio_wire
 from otel_mcp_cancel.hooks.wrapping import Hook
+from otel_mcp_cancel.http_exchange import AnswerForm, HttpExchange
 from otel_mcp_cancel.request_state import LIVE, current_record
 from otel_mcp_cancel.stdio_wire import StdioWire, follow
+
+
+def _http_entry() -> str:
+    """Where the session manager serves one HTTP request: `_handle_request`, behind its request-body limit (which
+    the app calls, not `handle_request`, from mcp 1.2x on), or `handle_request` on releases without that limit."""
+    try:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # as its hooks are applied
+    except Exception:  # not there: the hook's own check names the capability lost
+        return "handle_request"
+    return "_handle_request" if hasattr(StreamableHTTPSessionManager, "_handle_request") else "handle_request"
 
 
 class FrameworkHooks(HookSet):
@@ -25,6 +37,10 @@ class FrameworkHooks(HookSet):
     `FunctionResource.read` and `Prompt.render`. Its return is where side effects are done; the
     framework may still reach a checkpoint (and be cancelled) after it.
     """
+
+    def __init__(self, telemetry: Any) -> None:
+        super().__init__(telemetry)
+        self._answer_form = AnswerForm()  # how the SDK writes an answer into a POST's body, once seen
 
     def framework_hooks(self, package: str, stdio_bindings: tuple[str, ...]) -> list[Hook]:
         return [
@@ -40,6 +56,9 @@ class FrameworkHooks(HookSet):
             # A streamable HTTP app's sessions, served from its lifespan: its end is where a worker stops.
             Hook("mcp.server.streamable_http_manager", "StreamableHTTPSessionManager.run", self.http_serving,
                  HTTP_APP_EXPORT),
+            # Each HTTP request it serves, with the ASGI callables its answers go out through.
+            Hook("mcp.server.streamable_http_manager", f"StreamableHTTPSessionManager.{_http_entry()}",
+                 self.http_request, EXCHANGE_DELIVERY, ("scope", "receive", "send")),
         ]
 
     def stdio_hook(self, module: str) -> Hook:
@@ -110,6 +129,21 @@ class FrameworkHooks(HookSet):
 
             return ObservedContext(transport, entered, left)
         return transport
+
+    async def http_request(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """One HTTP request to a streamable HTTP app: its answer is followed to the ASGI server (`http_exchange`).
+        Not with an event store: a caller that left may resume its stream and be given the answer then."""
+        if not self.active or getattr(instance, "event_store", None) is not None:
+            return await wrapped(*args, **kwargs)
+        scope, receive, send = arg(args, kwargs, 0, "scope"), arg(args, kwargs, 1, "receive"), arg(args, kwargs, 2,
+                                                                                                   "send")
+        exchange = HttpExchange(scope, receive, send, (asgi_servers.uvicorn_disconnected,
+                                                       asgi_servers.uvicorn_transport), self._answer_form)
+        try:
+            return await wrapped(scope, exchange.receive, exchange.send)
+        finally:
+            with contained("concluding an HTTP request's calls"):
+                exchange.ended()
 
     def http_serving(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """A streamable HTTP app's session manager runs (its lifespan); as it stops, what is concluded is

@@ -24,6 +24,7 @@ from otel_mcp_cancel.conventions import (
 from otel_mcp_cancel.faults import contained
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
+from otel_mcp_cancel.http_exchange import exchange_of
 from otel_mcp_cancel.messages import is_mapping, is_tool_error, message_field, model_values
 from otel_mcp_cancel.outcome import task_status
 from otel_mcp_cancel.request_state import RequestRecord
@@ -56,11 +57,13 @@ def served_over(record: RequestRecord) -> None:
 
 
 def http_peer(record: RequestRecord, message_metadata: object) -> None:
-    """What HTTP tells of a request that came over it: the client's address and port, HTTP's version, and
-    the session it belongs to (`Mcp-Session-Id`, sent on every request after `initialize`)."""
+    """What HTTP tells of a request that came over it: the client's address and port, HTTP's version, the
+    session it belongs to (`Mcp-Session-Id`, sent on every request after `initialize`), and the POST its answer
+    goes out on, which concludes it (`http_exchange`)."""
     request = getattr(message_metadata, "request_context", None)
     if request is None:
         return
+    record.wire = exchange_of(request)
     version = request.scope.get("http_version")
     if isinstance(version, str):
         record.http_version = bounded(version)

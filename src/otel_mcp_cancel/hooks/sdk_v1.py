@@ -4,6 +4,7 @@ probed as hooks apply (`reach`); nothing here imports mcp until then."""
 
 from __future__ import annotations
 
+from otel_mcp_cancel.hooks import asgi_servers
 from otel_mcp_cancel.hooks.capabilities import (
     CANCEL_REASONS_V1,
     CLIENT_REQUESTS,
@@ -65,7 +66,7 @@ SERVER: list[Reach] = [types, ServerSession, SUPPORTED_PROTOCOL_VERSIONS, respon
                        responder_session, session_read_stream, session_write_stream, session_in_flight,
                        http_request_streams, http_event_store, http_write_stream, receiving_notification,
                        receiving_session, receiving_message, stdio_stdout,
-                       stdio_stdin]
+                       stdio_stdin, *asgi_servers.SERVERS]
 CLIENT: list[Reach] = [types, ClientSession, McpError, session_write_stream, session_next_request_id]
 
 # The experimental task engine (1.23 and later), imported only where an application enables it.

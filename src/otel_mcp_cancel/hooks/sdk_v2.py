@@ -4,13 +4,13 @@ probed as hooks apply (`reach`); nothing here imports mcp until then."""
 
 from __future__ import annotations
 
+from otel_mcp_cancel.hooks import asgi_servers
 from otel_mcp_cancel.hooks.capabilities import (
     CANCELS_V2,
     CLIENT_REQUESTS,
     CLIENT_SESSION_IDS,
     CLIENT_SESSIONS,
     DIRECT_REQUESTS,
-    EXCHANGE_DELIVERY,
     HTTP_HANG_UPS,
     LATE_ANSWERS,
     SERVED_METHODS,
@@ -20,7 +20,7 @@ from otel_mcp_cancel.hooks.capabilities import (
     STDIO_HANG_UPS,
     STREAM_REQUESTS,
 )
-from otel_mcp_cancel.hooks.reach import Attribute, Local, MetAttribute, Name, Reach
+from otel_mcp_cancel.hooks.reach import Attribute, Local, Name, Reach
 
 # Who drives a dispatcher: a server's are driven by the runner's callbacks, a client's are not.
 ServerRunner = Name((STREAM_REQUESTS, CANCELS_V2, DIRECT_REQUESTS), "mcp.server.runner", "ServerRunner")
@@ -61,18 +61,11 @@ stdio_stdin = Local(STDIO_HANG_UPS, Name((), "mcp.server.stdio", "stdio_server")
 http_client_transport = Local(CLIENT_SESSION_IDS, Name((), "mcp.client.streamable_http", "streamable_http_client"),
                               "transport")
 
-# uvicorn's request cycle, whose `receive` the single-exchange entry is handed: `disconnected` is set as the
-# caller's connection closes, and its `send` then drops what it is given. uvicorn is never imported for it.
-uvicorn_disconnected = MetAttribute(EXCHANGE_DELIVERY, "uvicorn.", "disconnected")
-# And its connection's asyncio transport, whose socket shows a caller's close before uvicorn's loop reads it.
-uvicorn_transport = MetAttribute(EXCHANGE_DELIVERY, "uvicorn.", "transport")
-
 SERVER: list[Reach] = [ServerRunner, coerce_request_id, cancelled_request_id_from_params,
                        SingleExchangeDispatchContext, handler_exception_to_error_data, MCPError, INTERNAL_ERROR,
                        REQUEST_TIMEOUT, dispatcher_read_stream, in_flight, direct_on_request, request_handlers,
                        http_request_streams, http_event_store, http_write_stream, dispatcher_write_stream, stdio_stdout,
-                       stdio_stdin, uvicorn_disconnected,
-                       uvicorn_transport]
+                       stdio_stdin, *asgi_servers.SERVERS]
 CLIENT: list[Reach] = [MCPError, REQUEST_TIMEOUT, ErrorData, dispatcher_write_stream, client_dispatcher,
                        http_client_transport]
 

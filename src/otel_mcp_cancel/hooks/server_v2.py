@@ -16,7 +16,6 @@ Where a 2.x request lives (see docs/internals.md, "How it hooks in"):
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any
 
 import anyio
@@ -32,7 +31,6 @@ from otel_mcp_cancel.hooks import sdk_v2 as sdk
 from otel_mcp_cancel.hooks.capabilities import (
     CANCELS_V2,
     DIRECT_REQUESTS,
-    EXCHANGE_DELIVERY,
     HANDLER_ENDS_V2,
     HTTP_HANG_UPS,
     ONE_SERVER_SPAN,
@@ -53,12 +51,10 @@ from otel_mcp_cancel.hooks.observations import (
 )
 from otel_mcp_cancel.hooks.reach import Reach
 from otel_mcp_cancel.hooks.wrapping import Hook
-from otel_mcp_cancel.http_exchange import HttpExchange, current_exchange
 from otel_mcp_cancel.request_state import LIVE, RequestRecord, current_record
 from otel_mcp_cancel.server_telemetry import ServerTelemetry
 from otel_mcp_cancel.serving import Serving
 
-_EXCHANGE_PARAMS = ("app", "security_settings", "json_response", "lifespan_state", "scope", "receive", "send")
 _STDIO_SERVER_BINDINGS = ("mcp.server.stdio", "mcp.server.mcpserver.server", "mcp")
 
 
@@ -107,9 +103,6 @@ class ServerHooksV2(FrameworkHooks):
                  DIRECT_REQUESTS, ("method", "params")),
             Hook("mcp.server.runner", "ServerRunner._on_request", self._runner_request, HANDLER_ENDS_V2,
                  ("dctx", "method", "params")),
-            # Where the manager calls it: the single-exchange entry, with the ASGI callables it answers through.
-            Hook("mcp.server.streamable_http_manager", "handle_modern_request", self._exchange, EXCHANGE_DELIVERY,
-                 _EXCHANGE_PARAMS),
             Hook(dispatcher, "JSONRPCDispatcher._fan_out_closed", self._read_ended, STREAM_REQUESTS),
             Hook("mcp.server.streamable_http", "StreamableHTTPServerTransport._clean_up_memory_streams",
                  self.request_stream_closing, HTTP_HANG_UPS, ("request_id",)),
@@ -251,8 +244,6 @@ class ServerHooksV2(FrameworkHooks):
             return await wrapped(*args, **kwargs)
         with contained("reading a request's peer"):
             http_peer(record, dctx.message_metadata)
-        exchange = current_exchange.get()
-        record.wire = exchange() if exchange is not None else None  # it concludes the request as it returns
         with Serving(self._telemetry, record):
             try:
                 result = await self._observe_handler(record, instance, dctx, wrapped, args, kwargs)
@@ -267,21 +258,6 @@ class ServerHooksV2(FrameworkHooks):
             else:
                 note_result(record, result)
             return result
-
-    async def _exchange(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """One POST on the single-exchange entry: its request is concluded on what reached its caller."""
-        if not self.active:
-            return await wrapped(*args, **kwargs)
-        exchange = HttpExchange(arg(args, kwargs, 5, "receive"), arg(args, kwargs, 6, "send"),
-                                (sdk.uvicorn_disconnected, sdk.uvicorn_transport))
-        given = {**dict(zip(_EXCHANGE_PARAMS, args)), **kwargs, "receive": exchange.receive, "send": exchange.send}
-        token = current_exchange.set(weakref.ref(exchange))
-        try:
-            return await wrapped(**given)
-        finally:
-            current_exchange.reset(token)
-            with contained("concluding a single-exchange request"):
-                exchange.ended()
 
     async def _observe_handler(
         self, record: RequestRecord, runner: Any, dctx: Any, wrapped: Any, args: Any, kwargs: Any
