@@ -65,7 +65,9 @@ def test_the_default_run_skips_every_long_test_and_only_those_do_long_work() -> 
     if MCP_MAJOR == 2:
         expected |= {"tests/v2/test_benchmark_smoke.py::test_the_benchmark_runs_every_set_up_in_smoke_mode",
                      "tests/v2/test_benchmark_smoke.py::test_the_load_benchmark_runs_every_mode_and_counts_every_"
-                     "workers_calls_in_smoke_mode"}
+                     "workers_calls_in_smoke_mode",
+                     "tests/v2/test_benchmark_smoke.py::test_the_crossing_sweep_runs_both_revisions_and_finds_no_"
+                     "false_ghost_in_smoke_mode"}
     expected |= {f"tests/test_exit.py::test_the_exit_with_the_endpoint_down_takes_at_most_a_second_more_than_the_sdk_"
                  f"alone[{path}-{endpoint}]" for path in PATHS for endpoint in ENDPOINTS}
     assert long_tests == expected

@@ -84,8 +84,8 @@ class HttpExchange:
 
     def holds(self, record: RequestRecord, conclude: Conclude) -> bool:
         """Whether the record waits for its answer to go out (concluded then); False: conclude it now."""
-        if not self._form.recognised or self._answered == record.request_id:
-            return False  # never waited for, or out already, ahead of its handler's task
+        if not self._form.recognised or self._answered == record.request_id or self._held is not None:
+            return False  # never waited for; out already, ahead of its handler's task; or a POST of two
         if self._ended:
             if not self._completed:
                 _unanswered(record, self._closed)

@@ -47,3 +47,14 @@ def test_the_load_benchmark_runs_every_mode_and_counts_every_workers_calls_in_sm
                                  done.stdout, re.MULTILINE), (server, shape, mode, done.stdout)
         assert re.search(rf"^{re.escape(server)}[\d.]*: uvicorn --workers 2, 32 sessions: 40 calls in .*; delivered 40 "
                          r"spans and 40 duration points from 2 worker\(s\)$", done.stdout, re.MULTILINE), done.stdout
+
+
+@pytest.mark.long
+@pytest.mark.timeout(300)
+def test_the_crossing_sweep_runs_both_revisions_and_finds_no_false_ghost_in_smoke_mode() -> None:
+    crossings = Path(__file__).resolve().parents[2] / "benchmarks" / "crossings.py"
+    done = subprocess.run([sys.executable, str(crossings), "--smoke"], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]  # 1 on a false ghost
+    for revision in ("2026-07-28", "legacy"):
+        assert re.search(rf"^{revision}: 5 calls, \d timed out, \d crossings; reported \d \(\d by the server, \d by "
+                         r"the client\); false ghosts 0; ", done.stdout, re.MULTILINE), done.stdout
