@@ -382,7 +382,10 @@ def main() -> int:
     sink_port = int(sink.endpoint.rsplit(":", 1)[1])
     port = free_port()
     environment = {**os.environ, **exporter_environment(sink.endpoint), "OTEL_LOGS_EXPORTER": "otlp_proto_http",
-                   "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true", "OTEL_SERVICE_NAME": "truth"}
+                   "OTEL_PYTHON_LOGGING_AUTO_INSTRUMENTATION_ENABLED": "true", "OTEL_SERVICE_NAME": "truth",
+                   # Sized above the outage, as for a collector's restarts: the OTLP exporter gives up a batch it
+                   # has retried for this long (10 s by default), and a longer outage loses it, the SDK's loss.
+                   "OTEL_EXPORTER_OTLP_TIMEOUT": str(int(options.outage) + 20)}
     with open(directory / "stderr", "w") as stderr:
         server = subprocess.Popen(instrumented_script(HERE / "truth_server.py", str(directory), str(port)),
                                   env=environment, stdout=subprocess.DEVNULL, stderr=stderr)
