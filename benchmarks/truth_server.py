@@ -11,6 +11,7 @@ cannot stop it); `broken` raises (an isError result). DIRECTORY gets `handlers.l
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import sys
@@ -20,6 +21,8 @@ import anyio
 from opentelemetry import trace
 
 directory, port = Path(sys.argv[1]), int(sys.argv[2])
+for chatty in ("uvicorn", "mcp"):  # a line a request or a session, exported as logs: the WARNINGs are what counts
+    logging.getLogger(chatty).setLevel(logging.WARNING)
 try:
     from mcp.server.mcpserver import MCPServer
 
