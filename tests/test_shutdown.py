@@ -71,9 +71,40 @@ def assert_cancelled_as_its_caller_left(span: ReceivedSpan) -> None:
     assert [name for name, _ in span.events] == ["tool.request_cancelled"]
 
 
+async def blocking_the_loop(tmp_path: Path, sink: OtlpSink, framework: str) -> subprocess.Popen:
+    """A stdio server whose call (request 1) blocks its event loop until the test opens tmp_path/gate."""
+    os.mkfifo(tmp_path / "gate")
+    process = stdio_gated_server(tmp_path, sink.endpoint, framework)
+    try:
+        send_line(process, {"id": 1, "method": "tools/call",
+                            "params": {"name": "blocking_insert", "arguments": {"row": "r"}}})
+        await until(lambda: (tmp_path / "blocking").exists())
+    except BaseException:
+        process.kill()
+        raise
+    return process
+
+
 def kill_as_the_host_does(process: subprocess.Popen) -> None:
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=30)
+
+
+async def stopped_once_its_ghost_is_out(sink: OtlpSink, process: subprocess.Popen) -> None:
+    """Wait for a ghost's span, point and WARNING, then stop the server as its host does, if it is still up."""
+    await until(lambda: any(span.name == "tool.ghost_response" for span in sink.spans)
+                and sink.latest_points("tool.ghost_responses") != []
+                and any(log.body.startswith(GHOST_LINE_PREFIX) for log in sink.logs))
+    if process.poll() is None:
+        kill_as_the_host_does(process)
+
+
+def the_call_and_its_ghost(sink: OtlpSink, tool: str) -> tuple[ReceivedSpan, ReceivedSpan]:
+    """The call's span, cancelled as its caller left, and the one ghost span under it."""
+    (span,) = the_call(sink, tool)
+    assert_cancelled_as_its_caller_left(span)
+    (ghost,) = [span for span in sink.spans if span.name == "tool.ghost_response"]
+    return span, ghost
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -122,17 +153,11 @@ async def test_a_handler_that_finishes_after_its_caller_left_is_a_ghost_under_th
                                cancel_first=cancel_first)
         await until(lambda: the_call(sink, "threaded_write") != [])
         gate.write_text("go")  # the worker thread reads it, writes g.md and returns: the answer reaches nobody
-        await until(lambda: any(span.name == "tool.ghost_response" for span in sink.spans))
-        await until(lambda: sink.latest_points("tool.ghost_responses") != []
-                    and any(log.body.startswith(GHOST_LINE_PREFIX) for log in sink.logs))
-        if process.poll() is None:
-            kill_as_the_host_does(process)
+        await stopped_once_its_ghost_is_out(sink, process)
     finally:
         process.kill()
     assert (tmp_path / "g.md").read_text() == "written"
-    (span,) = the_call(sink, "threaded_write")
-    assert_cancelled_as_its_caller_left(span)
-    (ghost,) = [span for span in sink.spans if span.name == "tool.ghost_response"]
+    span, ghost = the_call_and_its_ghost(sink, "threaded_write")
     assert (ghost.scope, ghost.kind, ghost.trace_id, ghost.parent_span_id) == (
         SCOPE, "INTERNAL", span.trace_id, span.span_id)
     kind, why = ("suppressed", "the caller cancelled") if cancel_first else ("caller_gone", "caller was gone")
@@ -187,26 +212,17 @@ async def test_a_cancel_sent_before_the_hang_up_names_the_ghost_though_a_blocked
     """The caller cancels and closes stdin at once, while a handler blocks the event loop: the hang-up watch
     concludes the call before the loop can read the cancel, which was sent first. The ghost, once the handler
     ends, names what the caller did: it cancelled (`suppressed`), as on a free loop."""
-    os.mkfifo(tmp_path / "gate")
-    process = stdio_gated_server(tmp_path, sink.endpoint, framework)
+    process = await blocking_the_loop(tmp_path, sink, framework)
     try:
-        send_line(process, {"id": 1, "method": "tools/call",
-                            "params": {"name": "blocking_insert", "arguments": {"row": "r"}}})
-        await until(lambda: (tmp_path / "blocking").exists())  # its loop is blocked from here
         send_line(process, {"method": "notifications/cancelled", "params": {"requestId": 1, "reason": "enough"}})
         process.stdin.close()
         await until(lambda: the_call(sink, "blocking_insert") != [])  # concluded by the watch, the loop blocked
         (tmp_path / "gate").write_text("go")  # the insert ends: its answer reaches nobody
-        await until(lambda: any(span.name == "tool.ghost_response" for span in sink.spans)
-                    and sink.latest_points("tool.ghost_responses") != [])
-        if process.poll() is None:
-            kill_as_the_host_does(process)
+        await stopped_once_its_ghost_is_out(sink, process)
     finally:
         process.kill()
     assert (tmp_path / "rows").read_text() == "r\n"
-    (span,) = the_call(sink, "blocking_insert")
-    assert_cancelled_as_its_caller_left(span)
-    (ghost,) = [span for span in sink.spans if span.name == "tool.ghost_response"]
+    _, ghost = the_call_and_its_ghost(sink, "blocking_insert")
     assert ghost.attributes["tool.ghost_kind"] == "suppressed"
     (counted,) = sink.latest_points("tool.ghost_responses")
     assert (counted.attributes["tool.ghost_kind"], counted.value) == ("suppressed", 1)
@@ -219,12 +235,8 @@ async def test_a_call_blocking_the_event_loop_when_the_host_stops_the_server_is_
     """Synchronous work inside an `async` tool (sqlite, `subprocess.run`) blocks the event loop: the server never
     reads its stdin's end. The plugin watches the pipe itself while a stdio server serves: the call, its point and
     the session's are exported before the host's SIGTERM, the loop still blocked (its gate, a FIFO, never opened)."""
-    os.mkfifo(tmp_path / "gate")
-    process = stdio_gated_server(tmp_path, sink.endpoint, framework)
+    process = await blocking_the_loop(tmp_path, sink, framework)
     try:
-        send_line(process, {"id": 1, "method": "tools/call",
-                            "params": {"name": "blocking_insert", "arguments": {"row": "r"}}})
-        await until(lambda: (tmp_path / "blocking").exists())  # its loop is blocked from here
         process.stdin.close()
         await until(lambda: the_call(sink, "blocking_insert") != [] and tool_points(sink, "blocking_insert") != {}
                     and sink.latest_points("mcp.server.session.duration") != [])
