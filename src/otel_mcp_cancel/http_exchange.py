@@ -80,7 +80,8 @@ class HttpExchange:
             held = self._held
             if held is not None and held[0].request_id == answer:
                 self._held = None
-                held[1](held[0])
+                with contained("concluding an HTTP request as its answer went out"):  # never into the app's send
+                    held[1](held[0])
 
     def holds(self, record: RequestRecord, conclude: Conclude) -> bool:
         """Whether the record waits for its answer to go out (concluded then); False: conclude it now."""
