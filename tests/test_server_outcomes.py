@@ -11,11 +11,13 @@ the tool once the ping's answer proves the server read the cancel.
 from __future__ import annotations
 
 import logging
+from importlib.metadata import version
 from typing import Any
 
 import pytest
 from opentelemetry import trace
 from opentelemetry.trace import StatusCode
+from packaging.version import Version
 
 from otel_mcp_cancel import ghost_stats
 from otel_mcp_cancel.conventions import TOOL_ERROR_DESCRIPTION
@@ -216,6 +218,8 @@ async def test_cancel_interrupts_the_handler(framework, captured, plugin_log) ->
     assert plugin_log() == []
 
 
+@pytest.mark.skipif(MCP_MAJOR == 1 and Version(version("mcp")) < Version("1.30"),
+                    reason="before mcp 1.30 a session's end leaves its handlers running: this one never ends")
 async def test_a_call_sent_as_its_caller_hung_up_is_cancelled(captured) -> None:
     """Its caller sent it and closed its stream at once: the session read both before the handler began (on
     mcp 1.x its handler starts tasks later), then cancelled its handlers as the session ended. Its caller gave up,
