@@ -85,13 +85,15 @@ class HttpExchange:
 
     def holds(self, record: RequestRecord, conclude: Conclude) -> bool:
         """Whether the record waits for its answer to go out (concluded then); False: conclude it now."""
-        if not self._form.recognised or self._answered == record.request_id or self._held is not None:
-            return False  # never waited for; out already, ahead of its handler's task; or a POST of two
+        if not self._form.recognised or self._answered == record.request_id:
+            return False  # never waited for, or out already, ahead of its handler's task
         if self._ended:
             if not self._completed:
                 _unanswered(record, self._closed)
             return False
-        self._held = (record, conclude)
+        earlier, self._held = self._held, (record, conclude)
+        if earlier is not None:  # a request the SDK served for itself first (its own tools/list, to check headers)
+            earlier[1](earlier[0])
         return True
 
     def ended(self) -> None:
