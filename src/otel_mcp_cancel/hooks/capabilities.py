@@ -19,8 +19,8 @@ DIRECT_REQUESTS = "spans of requests to an in-process server (`Client(server)`)"
 HANDLER_ENDS_V2 = ("how a server's handler ended (ghosts), and requests on the 2026-07-28 single-exchange HTTP "
                    "entry")
 SINGLE_EXCHANGE = "server spans and outcomes of requests on the 2026-07-28 single-exchange HTTP entry"
-EXCHANGE_DELIVERY = ("2026-07-28 single-exchange HTTP answers written after their caller closed the request "
-                     "(cancelled; a ghost where the handler finished)")
+EXCHANGE_DELIVERY = ("streamable HTTP answers written after their caller closed the request (its caller gone, or on "
+                     "the 2026-07-28 revision cancelled; a ghost where the handler finished)")
 ONE_SERVER_SPAN = "one SERVER span per request (the SDK's own steps aside for ours)"
 
 # Servers, mcp 1.x
